@@ -1,0 +1,57 @@
+"""Streaming JSON readers and atomic writers shared by every format."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from prmkit.errors import DataError
+
+
+def iter_jsonl(path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield (line_number, object) for each non-blank line, in constant memory.
+
+    A line that is not valid JSON raises DataError naming file and line, unless
+    skip_bad is set; then (line, message) is appended to `bad` and the line skipped.
+    """
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield lineno, orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                if not skip_bad:
+                    raise DataError(str(path), lineno, None, f"invalid JSON ({e})") from None
+                if bad is not None:
+                    bad.append((lineno, f"invalid JSON ({e})"))
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
+    """Write to a temporary file beside `path` and rename it into place on success.
+
+    On any exception the temporary file is removed and `path` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def dumps_line(obj: Any) -> bytes:
+    """One JSONL line (bytes, newline-terminated)."""
+    return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"

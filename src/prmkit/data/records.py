@@ -1,0 +1,127 @@
+"""Typed records shared by every reader, writer and later layer.
+
+Ratings follow PRM800K: +1 correct, 0 neutral, -1 wrong, None unrated.
+Unknown source fields are kept in `extra` so that writers can round-trip them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Problem:
+    text: str
+    answer: str | None = None  # ground-truth final answer
+    id: str | None = None
+    solution: str | None = None  # reference solution
+    subject: str | None = None
+    level: int | None = None
+
+
+@dataclass
+class Step:
+    """One step candidate as written (by a model or a person) and rated."""
+
+    text: str
+    rating: int | None = None
+    flagged: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LabelledStep:
+    """A step position: the rated alternatives, the human completion and which one was kept."""
+
+    completions: list[Step]
+    chosen: int | None = None  # index into completions, None if none was kept
+    human_completion: Step | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> Step | None:
+        """The step the trajectory continues with: the chosen completion, else the human one."""
+        if self.chosen is not None and 0 <= self.chosen < len(self.completions):
+            return self.completions[self.chosen]
+        return self.human_completion
+
+
+@dataclass
+class Provenance:
+    source_format: str | None = None
+    source_path: str | None = None
+    source_line: int | None = None
+    labeler: str | None = None
+    timestamp: str | None = None
+    generation: int | None = None  # None in phase 1, -1 for screening
+    is_quality_control_question: bool = False
+    is_initial_screening_question: bool = False
+
+
+@dataclass
+class LabelledSolution:
+    problem: Problem
+    steps: list[LabelledStep]
+    finish_reason: str | None = None  # found_error | solution | bad_problem | give_up
+    total_time: int | None = None
+    pre_generated_steps: list[str] | None = None
+    pre_generated_answer: str | None = None
+    pre_generated_verifier_score: float | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def trajectory(self) -> list[Step]:
+        """The kept path: one step per position, stopping where no step was kept."""
+        out = []
+        for s in self.steps:
+            k = s.kept
+            if k is None:
+                break
+            out.append(k)
+        return out
+
+
+@dataclass
+class ScoredSample:
+    """One sample of a best-of-N pool (OpenAI's released schema, or prmkit's scored output)."""
+
+    problem: str
+    answer: str | None  # the sample's final answer
+    is_correct: bool | None
+    steps: list[str] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)  # e.g. prm_score, orm_score
+    step_scores: list[float] | None = None
+    ground_truth_answer: str | None = None
+    subject: str | None = None
+    level: int | None = None
+    unique_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ProcessBenchItem:
+    id: str
+    problem: str
+    steps: list[str]
+    label: int  # 0-based index of the earliest wrong step, -1 if all correct
+    final_answer_correct: bool | None = None
+    generator: str | None = None
+    subset: str | None = None
+
+
+@dataclass(frozen=True)
+class StepExample:
+    """A training/scoring unit: a problem, a sequence of steps and per-step targets.
+
+    labels[i] is the probability that step i is correct (1.0/0.0 hard, in between soft),
+    or None where step i gets no supervision. ratings keeps the -1/0/+1 rating for
+    three-class models. outcome is the final-answer label for outcome reward models.
+    """
+
+    problem: str
+    steps: tuple[str, ...]
+    labels: tuple[float | None, ...] = ()
+    ratings: tuple[int | None, ...] = ()
+    outcome: float | None = None
+    group: str | None = None  # problem id, for splits that keep a problem on one side
