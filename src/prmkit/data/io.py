@@ -45,6 +45,10 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     try:
         with os.fdopen(fd, mode) as f:
             yield f
+        # mkstemp creates 0600 files; give the result the usual permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

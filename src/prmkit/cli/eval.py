@@ -1,0 +1,307 @@
+"""`prmkit eval`: best-of-N curves, ProcessBench, PRMBench and step metrics."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import orjson
+
+from prmkit.data.io import atomic_write, iter_jsonl
+from prmkit.errors import DataError, PrmkitError
+from prmkit.scoring.aggregate import AGGREGATIONS
+
+DEFAULT_PROCESSBENCH = Path("../shared/data/processbench")
+DEFAULT_PRMBENCH = Path("../shared/data/prmbench")
+
+
+def _clean(obj):
+    """NaN -> None so that the JSON output stays valid."""
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _emit(result: dict, args) -> None:
+    data = orjson.dumps(_clean(result), option=orjson.OPT_SERIALIZE_NUMPY)
+    if getattr(args, "output", None):
+        with atomic_write(args.output) as f:
+            f.write(data + b"\n")
+    if args.json or not getattr(args, "output", None):
+        sys.stdout.write(data.decode() + "\n")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _pool_size(text: str) -> int | None:
+    if text.lower() in ("none", "0"):
+        return None
+    return int(text)
+
+
+def _grader(name: str):
+    from prmkit.selection.vote import default_equivalence, normalize_answer
+
+    if name == "exact":
+        return lambda a, b: normalize_answer(a) == normalize_answer(b)
+    return default_equivalence()
+
+
+def cmd_bon(args) -> int:
+    from prmkit.evaluation.bon import bon_curves
+    from prmkit.evaluation.report import plot_bon_curves
+    from prmkit.evaluation.samples import build_pools, read_samples
+    from prmkit.selection.vote import AnswerClusterer
+
+    samples = read_samples(args.samples)
+    equivalent = _grader(args.grader)
+    clusterer = None if args.no_majority else AnswerClusterer(equivalent)
+    keys = [args.score_key] + list(args.extra_key or [])
+    result: dict = {}
+    series = {}
+    for i, key in enumerate(keys):
+        pools = build_pools(samples, key, aggregation=args.aggregation,
+                            clusterer=clusterer if i == 0 else None)
+        votes = [] if (i > 0 or args.no_majority) else ["majority"]
+        curves = bon_curves(pools, args.n, estimator=args.estimator, pool_size=args.pool_size,
+                            trials=args.trials, seed=args.seed, votes=votes,
+                            progress=not args.json)
+        series[f"{key} best-of-N"] = {"n": curves.n, "accuracy": curves.accuracy["best"],
+                                      "std": curves.std["best"]}
+        if i == 0:
+            result = {
+                "n": curves.n,
+                "accuracy": curves.accuracy["best"],
+                "std": curves.std["best"],
+                "majority": curves.accuracy.get("majority", []),
+                "majority_std": curves.std.get("majority", []),
+                "pass_at_n": curves.accuracy["pass"],
+                "estimator": args.estimator,
+                "pool_size": args.pool_size,
+                "trials": args.trials,
+                "problems": len(pools),
+                "score_key": key,
+            }
+            if "majority" in curves.accuracy:
+                series["majority vote"] = {"n": curves.n, "accuracy": curves.accuracy["majority"],
+                                           "std": curves.std["majority"]}
+        else:
+            result.setdefault("curves", {})[key] = {"accuracy": curves.accuracy["best"],
+                                                   "std": curves.std["best"]}
+    if args.plot:
+        plot_bon_curves(series, args.plot, title=f"Best-of-N on {Path(args.samples).name}")
+    _emit(result, args)
+    return 0
+
+
+def _read_predictions(path: str, required: tuple[str, ...]) -> dict[str, dict]:
+    out = {}
+    for line, rec in iter_jsonl(path):
+        if not isinstance(rec, dict) or "id" not in rec:
+            raise DataError(path, line, "id", "expected an object with an 'id'")
+        if not any(k in rec for k in required):
+            raise DataError(path, line, None, f"expected one of: {', '.join(required)}")
+        out[str(rec["id"])] = rec | {"_line": line}
+    return out
+
+
+def _float_list(rec: dict, key: str, path: str) -> list[float]:
+    value = rec[key]
+    if not isinstance(value, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    ):
+        raise DataError(path, rec["_line"], key, "expected a list of numbers")
+    if any(math.isnan(v) for v in value):
+        raise DataError(path, rec["_line"], key, "a step score is NaN")
+    return [float(v) for v in value]
+
+
+def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]]):
+    """Step probabilities per id from a trained model via prmkit.scoring.Scorer."""
+    try:
+        from prmkit.scoring import Scorer  # type: ignore[attr-defined]
+    except ImportError:
+        raise PrmkitError(
+            "--model needs prmkit.scoring.Scorer, which is not available in this install; "
+            "score the items first and pass --predictions"
+        ) from None
+    scorer = Scorer.from_pretrained(model_dir)
+    ids = list(problems_and_steps)
+    probs = scorer.score_many([problems_and_steps[i] for i in ids])
+    return dict(zip(ids, (list(map(float, p)) for p in probs)))
+
+
+def _default_dir(given: str | None, fallback: Path, flag: str) -> Path:
+    if given:
+        return Path(given)
+    if fallback.exists():
+        return fallback
+    raise PrmkitError(f"{flag} is required ({fallback} does not exist)")
+
+
+def cmd_processbench(args) -> int:
+    from prmkit.evaluation import processbench as pb
+
+    items = pb.load_processbench(_default_dir(args.data, DEFAULT_PROCESSBENCH, "--data"),
+                                 args.subsets.split(",") if args.subsets else None)
+    all_items = [it for sub in items.values() for it in sub]
+    if args.model:
+        scores = _score_with_model(args.model, {it.id: (it.problem, it.steps) for it in all_items})
+        preds = None
+    else:
+        recs = _read_predictions(args.predictions, ("prediction", "step_scores"))
+        preds, scores = {}, {}
+        for k, rec in recs.items():
+            if "prediction" in rec:
+                p = rec["prediction"]
+                if not isinstance(p, int) or isinstance(p, bool) or p < -1:
+                    raise DataError(args.predictions, rec["_line"], "prediction",
+                                    "expected a step index (int >= -1)")
+                preds[k] = p
+            else:
+                scores[k] = _float_list(rec, "step_scores", args.predictions)
+        if preds and scores:
+            raise PrmkitError(f"{args.predictions}: mix of 'prediction' and 'step_scores' lines")
+        preds = preds or None
+    result: dict = {}
+    if preds is None:
+        evaluate_on = items
+        threshold = args.threshold
+        if args.tune_fraction:
+            tune, evaluate_on = pb.split_items(items, args.tune_fraction, args.seed)
+            threshold, tuned_f1 = pb.choose_threshold(tune, scores)
+            result["tuning"] = {"fraction": args.tune_fraction, "seed": args.seed,
+                                "items": sum(map(len, tune.values())), "average_f1": tuned_f1}
+        preds = pb.threshold_predictions(scores, threshold)
+        result["threshold"] = threshold
+        items = evaluate_on
+    result = pb.evaluate(items, preds) | result
+    _emit(result, args)
+    return 0
+
+
+def cmd_prmbench(args) -> int:
+    from prmkit.evaluation import prmbench
+
+    data = args.data or [str(_default_dir(None, DEFAULT_PRMBENCH, "--data"))]
+    items = prmbench.load_prmbench(data)
+    if args.model:
+        scores = _score_with_model(args.model, {it.id: (it.question, it.steps) for it in items})
+        valid = prmbench.valid_from_scores(scores, args.threshold)
+    else:
+        recs = _read_predictions(args.predictions, ("step_scores", "step_valid"))
+        valid = {}
+        for k, rec in recs.items():
+            if "step_valid" in rec:
+                v = rec["step_valid"]
+                if not isinstance(v, list) or not all(isinstance(x, bool) for x in v):
+                    raise DataError(args.predictions, rec["_line"], "step_valid",
+                                    "expected a list of true/false")
+                valid[k] = v
+            else:
+                scores = {k: _float_list(rec, "step_scores", args.predictions)}
+                valid |= prmbench.valid_from_scores(scores, args.threshold)
+    result = prmbench.evaluate(items, valid)
+    result["threshold"] = args.threshold
+    _emit(result, args)
+    return 0
+
+
+def cmd_steps(args) -> int:
+    from prmkit.evaluation.report import plot_calibration
+    from prmkit.evaluation.steps import step_metrics
+
+    scores, labels = [], []
+    for line, rec in iter_jsonl(args.predictions):
+        if not isinstance(rec, dict) or "step_scores" not in rec or "labels" not in rec:
+            raise DataError(args.predictions, line, None, "expected step_scores and labels")
+        s, y = rec["step_scores"], rec["labels"]
+        if not isinstance(s, list) or not isinstance(y, list) or len(s) != len(y):
+            raise DataError(args.predictions, line, "labels",
+                            "step_scores and labels must be lists of the same length")
+        if any(v not in (0, 1, None) or isinstance(v, float) and v not in (0.0, 1.0) for v in y):
+            raise DataError(args.predictions, line, "labels", "labels must be 0, 1 or null")
+        if any(not isinstance(v, int | float) or isinstance(v, bool) for v in s):
+            raise DataError(args.predictions, line, "step_scores", "expected numbers")
+        scores.append([float(v) for v in s])
+        labels.append([None if v is None else int(v) for v in y])
+    try:
+        result = step_metrics(scores, labels, args.threshold, args.bins)
+    except PrmkitError as e:
+        raise DataError(args.predictions, None, None, str(e)) from None
+    if args.plot:
+        plot_calibration(result["calibration"], args.plot)
+    _emit(result, args)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="evaluate scores: best-of-N, ProcessBench, PRMBench")
+    sub = p.add_subparsers(dest="eval_command", metavar="BENCHMARK", required=True)
+
+    def common(q, threshold: float | None = 0.5):
+        q.add_argument("--json", action="store_true", help="print the metrics as JSON")
+        q.add_argument("-o", "--output", help="also write the JSON metrics to this file")
+        if threshold is not None:
+            q.add_argument("--threshold", type=float, default=threshold,
+                           help=f"step score threshold (default {threshold})")
+
+    b = sub.add_parser("bon", help="best-of-N, majority vote and pass@N curves")
+    b.add_argument("--samples", required=True, help="scored samples (JSONL, JSON)")
+    b.add_argument("--score-key", required=True, help="score field, e.g. prm_score")
+    b.add_argument("--extra-key", action="append", help="another score field to compare")
+    b.add_argument("--aggregation", choices=AGGREGATIONS, default="prod",
+                   help="for list-valued scores (per-step probabilities)")
+    b.add_argument("--n", type=_ints, default=None, help="comma-separated N values")
+    b.add_argument("--trials", type=int, default=400)
+    b.add_argument("--estimator", choices=("exact", "trials"), default="exact")
+    b.add_argument("--pool-size", type=_pool_size, default=1860,
+                   help="pad each pool to this size (none: no padding)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--grader", choices=("prmkit", "exact"), default="prmkit",
+                   help="answer equivalence for majority vote")
+    b.add_argument("--no-majority", action="store_true", help="skip the majority-vote curve")
+    b.add_argument("--plot", help="write a PNG of the curves")
+    common(b, threshold=None)
+    b.set_defaults(func=cmd_bon)
+
+    pbp = sub.add_parser("processbench", help="ProcessBench first-error F1")
+    src = pbp.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
+    src.add_argument("--predictions",
+                     help="JSONL of {id, prediction} or {id, step_scores}")
+    pbp.add_argument("--data", help="ProcessBench directory (default ../shared/data/processbench)")
+    pbp.add_argument("--subsets", help="comma-separated subsets (default: all found)")
+    pbp.add_argument("--tune-fraction", type=float, default=None,
+                     help="choose the threshold on this seeded share of items, report the rest")
+    pbp.add_argument("--seed", type=int, default=0)
+    common(pbp)
+    pbp.set_defaults(func=cmd_processbench)
+
+    pr = sub.add_parser("prmbench", help="PRMBench PRMScore")
+    src = pr.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
+    src.add_argument("--predictions", help="JSONL of {id, step_scores} or {id, step_valid}")
+    pr.add_argument("--data", action="append",
+                    help="PRMBench .jsonl file or directory (repeatable; default "
+                         "../shared/data/prmbench)")
+    common(pr)
+    pr.set_defaults(func=cmd_prmbench)
+
+    st = sub.add_parser("steps", help="AUROC, accuracy, ECE, first-error accuracy")
+    st.add_argument("--predictions", required=True, help="JSONL of {step_scores, labels}")
+    st.add_argument("--bins", type=int, default=10, help="calibration bins")
+    st.add_argument("--plot", help="write a calibration PNG")
+    common(st)
+    st.set_defaults(func=cmd_steps)

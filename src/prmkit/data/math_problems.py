@@ -1,0 +1,64 @@
+"""MATH problems: MATH500 / PRM800K math_splits JSONL, and the 7,500 train answers list."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from prmkit.data.jsonstream import iter_any_json
+from prmkit.data.records import Problem
+from prmkit.errors import DataError
+
+FORMAT = "math"
+ANSWERS_FORMAT = "math-answers"
+_LEVEL = re.compile(r"^\s*(?:Level\s*)?(\d+)\s*$", re.IGNORECASE)
+
+
+def parse_level(value: Any, path: str | None = None, line: int | None = None) -> int | None:
+    """"Level 3" or 3 -> 3; "Level ?" or null -> None."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        m = _LEVEL.match(value)
+        if m:
+            return int(m.group(1))
+        if value.strip().rstrip("?").strip().lower() in ("level", ""):
+            return None
+    raise DataError(path, line, "level", f"expected 'Level N' or an integer, got {value!r}")
+
+
+def parse_problem(obj: Any, path: str | None = None, line: int | None = None) -> Problem:
+    if not isinstance(obj, dict):
+        raise DataError(path, line, "<record>", f"expected an object, got {type(obj).__name__}")
+    if not isinstance(obj.get("problem"), str):
+        raise DataError(path, line, "problem", "missing or not a string")
+    answer = obj.get("answer", obj.get("final_answer"))
+    if answer is not None and not isinstance(answer, str):
+        answer = str(answer)
+    return Problem(
+        text=obj["problem"],
+        answer=answer,
+        id=obj.get("unique_id"),
+        solution=obj.get("solution"),
+        subject=obj.get("subject") or obj.get("type"),
+        level=parse_level(obj.get("level"), path, line),
+    )
+
+
+def read_math(
+    path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
+) -> Iterator[Problem]:
+    """Problems from MATH JSONL/JSON (problem, solution, answer, subject, level, unique_id),
+    or from the train answers list (problem, final_answer)."""
+    for line, obj in iter_any_json(path, skip_bad=skip_bad, bad=bad):
+        try:
+            yield parse_problem(obj, str(path), line)
+        except DataError as e:
+            if not skip_bad:
+                raise
+            if bad is not None:
+                bad.append((line, str(e)))

@@ -1,0 +1,265 @@
+"""Raw PRM800K records (the original OpenAI schema), phases 1 and 2.
+
+Reads strict JSONL and the pretty-printed "concatenated" form; writes JSONL that
+reads back into identical records. Unknown keys are kept in `extra`:
+top-level ones directly, unknown `question` keys under extra["question_extra"],
+unknown `label` keys under extra["label_extra"].
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prmkit.data.io import atomic_write, dumps_line
+from prmkit.data.jsonstream import iter_any_json
+from prmkit.data.records import LabelledSolution, LabelledStep, Problem, Provenance, Step
+from prmkit.errors import DataError
+
+FORMAT = "prm800k"
+
+TOP_KEYS = (
+    "labeler",
+    "timestamp",
+    "generation",
+    "is_quality_control_question",
+    "is_initial_screening_question",
+    "question",
+    "label",
+)
+QUESTION_KEYS = (
+    "problem",
+    "ground_truth_solution",
+    "ground_truth_answer",
+    "pre_generated_steps",
+    "pre_generated_answer",
+    "pre_generated_verifier_score",
+)
+PRE_GENERATED_KEYS = ("pre_generated_steps", "pre_generated_answer", "pre_generated_verifier_score")
+LABEL_KEYS = ("steps", "total_time", "finish_reason")
+STEP_KEYS = ("completions", "human_completion", "chosen_completion")
+COMPLETION_KEYS = ("text", "rating", "flagged")
+FINISH_REASONS = ("found_error", "solution", "bad_problem", "give_up")
+RATINGS = (-1, 0, 1, None)
+
+
+class _Ctx:
+    """Where a record came from, for error messages."""
+
+    def __init__(self, path: str | None, line: int | None):
+        self.path, self.line = path, line
+
+    def error(self, field: str, message: str) -> DataError:
+        return DataError(self.path, self.line, field, message)
+
+
+def _expect(ctx: _Ctx, value: Any, types: type | tuple, field: str, nullable: bool = False):
+    if value is None and nullable:
+        return None
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        want = " or ".join(t.__name__ for t in _as_tuple(types)) + (" or null" if nullable else "")
+        raise ctx.error(field, f"expected {want}, got {type(value).__name__}")
+    return value
+
+
+def _as_tuple(types) -> tuple:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _parse_step(ctx: _Ctx, obj: Any, field: str) -> Step:
+    _expect(ctx, obj, dict, field)
+    if "text" not in obj:
+        raise ctx.error(f"{field}.text", "missing")
+    text = _expect(ctx, obj["text"], str, f"{field}.text")
+    rating = obj.get("rating")
+    if rating not in RATINGS or isinstance(rating, bool):
+        raise ctx.error(f"{field}.rating", f"expected -1, 0, 1 or null, got {rating!r}")
+    flagged = _expect(ctx, obj.get("flagged"), bool, f"{field}.flagged", nullable=True)
+    extra = {k: v for k, v in obj.items() if k not in COMPLETION_KEYS}
+    return Step(text=text, rating=rating, flagged=flagged, extra=extra)
+
+
+def _parse_labelled_step(ctx: _Ctx, obj: Any, field: str) -> LabelledStep:
+    _expect(ctx, obj, dict, field)
+    raw = obj.get("completions")
+    _expect(ctx, raw, list, f"{field}.completions", nullable=True)
+    completions = [
+        _parse_step(ctx, c, f"{field}.completions[{j}]") for j, c in enumerate(raw or [])
+    ]
+    human = obj.get("human_completion")
+    human_step = None if human is None else _parse_step(ctx, human, f"{field}.human_completion")
+    chosen = _expect(ctx, obj.get("chosen_completion"), int, f"{field}.chosen_completion", True)
+    if chosen is not None and not 0 <= chosen < len(completions):
+        raise ctx.error(
+            f"{field}.chosen_completion",
+            f"index {chosen} out of range for {len(completions)} completions",
+        )
+    extra = {k: v for k, v in obj.items() if k not in STEP_KEYS}
+    return LabelledStep(
+        completions=completions, chosen=chosen, human_completion=human_step, extra=extra
+    )
+
+
+def parse_record(
+    obj: Any, path: str | None = None, line: int | None = None
+) -> LabelledSolution:
+    """One raw PRM800K object -> LabelledSolution; DataError names the offending field."""
+    ctx = _Ctx(path, line)
+    _expect(ctx, obj, dict, "<record>")
+    question = _expect(ctx, obj.get("question"), dict, "question")
+    label = _expect(ctx, obj.get("label"), dict, "label")
+    problem_text = _expect(ctx, question.get("problem"), str, "question.problem")
+    steps_raw = _expect(ctx, label.get("steps"), list, "label.steps")
+    steps = [_parse_labelled_step(ctx, s, f"label.steps[{i}]") for i, s in enumerate(steps_raw)]
+    finish = _expect(ctx, label.get("finish_reason"), str, "label.finish_reason", nullable=True)
+    if finish is not None and finish not in FINISH_REASONS:
+        raise ctx.error("label.finish_reason", f"unknown value {finish!r}")
+    total_time = _expect(ctx, label.get("total_time"), int, "label.total_time", nullable=True)
+    generation = _expect(ctx, obj.get("generation"), int, "generation", nullable=True)
+    pre_steps = question.get("pre_generated_steps")
+    _expect(ctx, pre_steps, list, "question.pre_generated_steps", nullable=True)
+    score = question.get("pre_generated_verifier_score")
+    _expect(ctx, score, (int, float), "question.pre_generated_verifier_score", nullable=True)
+
+    extra: dict[str, Any] = {k: v for k, v in obj.items() if k not in TOP_KEYS}
+    q_extra = {k: v for k, v in question.items() if k not in QUESTION_KEYS}
+    l_extra = {k: v for k, v in label.items() if k not in LABEL_KEYS}
+    if q_extra:
+        extra["question_extra"] = q_extra
+    if l_extra:
+        extra["label_extra"] = l_extra
+    # Which optional question keys were present, so that a writer emits the same keys.
+    present = [k for k in ("ground_truth_solution", *PRE_GENERATED_KEYS) if k in question]
+    if present != _default_present(generation, question):
+        extra["question_keys"] = present
+
+    return LabelledSolution(
+        problem=Problem(
+            text=problem_text,
+            answer=_expect(
+                ctx, question.get("ground_truth_answer"), str, "question.ground_truth_answer", True
+            ),
+            solution=_expect(
+                ctx,
+                question.get("ground_truth_solution"),
+                str,
+                "question.ground_truth_solution",
+                True,
+            ),
+        ),
+        steps=steps,
+        finish_reason=finish,
+        total_time=total_time,
+        pre_generated_steps=pre_steps,
+        pre_generated_answer=question.get("pre_generated_answer"),
+        pre_generated_verifier_score=score,
+        provenance=Provenance(
+            source_format=FORMAT,
+            source_path=None if path is None else str(path),
+            source_line=line,
+            labeler=_expect(ctx, obj.get("labeler"), str, "labeler", nullable=True),
+            timestamp=_expect(ctx, obj.get("timestamp"), str, "timestamp", nullable=True),
+            generation=generation,
+            is_quality_control_question=bool(obj.get("is_quality_control_question", False)),
+            is_initial_screening_question=bool(obj.get("is_initial_screening_question", False)),
+        ),
+        extra=extra,
+    )
+
+
+def _default_present(generation: int | None, question: dict) -> list[str]:
+    """Optional question keys the official files carry: all of them in phase 2, none in phase 1
+    (ground_truth_solution only when it has a value)."""
+    if generation is not None:
+        return ["ground_truth_solution", *PRE_GENERATED_KEYS]
+    return ["ground_truth_solution"] if question.get("ground_truth_solution") is not None else []
+
+
+def read_prm800k(
+    path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
+) -> Iterator[LabelledSolution]:
+    """Stream LabelledSolution records from raw PRM800K JSONL or concatenated JSON."""
+    for line, obj in iter_any_json(path, skip_bad=skip_bad, bad=bad):
+        try:
+            yield parse_record(obj, str(path), line)
+        except DataError as e:
+            if not skip_bad:
+                raise
+            if bad is not None:
+                bad.append((line, str(e)))
+
+
+def _step_to_dict(step: Step) -> dict:
+    out = {"text": step.text, "rating": step.rating, "flagged": step.flagged}
+    out.update(step.extra)
+    return out
+
+
+def to_dict(sol: LabelledSolution) -> dict:
+    """LabelledSolution -> raw PRM800K object (the official key order)."""
+    prov = sol.provenance
+    extra = dict(sol.extra)
+    q_extra = extra.pop("question_extra", {})
+    l_extra = extra.pop("label_extra", {})
+    question: dict[str, Any] = {"problem": sol.problem.text}
+    values = {
+        "ground_truth_solution": sol.problem.solution,
+        "pre_generated_steps": sol.pre_generated_steps,
+        "pre_generated_answer": sol.pre_generated_answer,
+        "pre_generated_verifier_score": sol.pre_generated_verifier_score,
+    }
+    present = extra.pop("question_keys", None)
+    if present is None:
+        present = _default_present(prov.generation, {"ground_truth_solution": sol.problem.solution})
+        # Values set on a record built in code are never dropped.
+        present += [k for k in PRE_GENERATED_KEYS if values[k] is not None and k not in present]
+    if "ground_truth_solution" in present:
+        question["ground_truth_solution"] = sol.problem.solution
+    question["ground_truth_answer"] = sol.problem.answer
+    for k in PRE_GENERATED_KEYS:
+        if k in present:
+            question[k] = values[k]
+    question.update(q_extra)
+
+    steps = []
+    for s in sol.steps:
+        # The official files write null for a step without completions (a give-up position).
+        completions = [_step_to_dict(c) for c in s.completions] or None
+        d = {
+            "completions": completions,
+            "human_completion": None
+            if s.human_completion is None
+            else _step_to_dict(s.human_completion),
+            "chosen_completion": s.chosen,
+        }
+        d.update(s.extra)
+        steps.append(d)
+    label = {"steps": steps, "total_time": sol.total_time, "finish_reason": sol.finish_reason}
+    label.update(l_extra)
+    out = {
+        "labeler": prov.labeler,
+        "timestamp": prov.timestamp,
+        "generation": prov.generation,
+        "is_quality_control_question": prov.is_quality_control_question,
+        "is_initial_screening_question": prov.is_initial_screening_question,
+        "question": question,
+        "label": label,
+    }
+    out.update(extra)
+    return out
+
+
+def write_prm800k(records: Iterable[LabelledSolution], path: str | os.PathLike) -> int:
+    """Write raw PRM800K JSONL atomically; returns the number of records written."""
+    n = 0
+    with atomic_write(path) as f:
+        for sol in records:
+            if not isinstance(sol, LabelledSolution):
+                raise DataError(
+                    str(path), None, None,
+                    f"cannot write {type(sol).__name__} as PRM800K (needs labelled solutions)",
+                )
+            f.write(dumps_line(to_dict(sol)))
+            n += 1
+    return n

@@ -1,0 +1,146 @@
+"""ProcessBench: locate the earliest wrong step.
+
+Official metric, per subset: accuracy on erroneous items (predicted index == label),
+accuracy on correct items (predicted -1), F1 = their harmonic mean (0 when both are 0).
+The headline is the plain mean of the subset F1s (not weighted by subset size).
+A scalar PRM predicts the first step whose score is below a threshold, or -1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from prmkit.data.processbench import read_processbench
+from prmkit.data.records import ProcessBenchItem
+from prmkit.errors import DataError, PrmkitError
+
+SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
+
+
+def first_error_index(step_scores: Sequence[float], threshold: float) -> int:
+    """Index of the first step scored below threshold; -1 if none."""
+    s = np.asarray(step_scores, dtype=np.float64)
+    if np.isnan(s).any():
+        raise PrmkitError("step score is NaN")
+    below = np.flatnonzero(s < threshold)
+    return int(below[0]) if below.size else -1
+
+
+def _f1(a: float, b: float) -> float:
+    return 2 * a * b / (a + b) if a + b > 0 else 0.0
+
+
+def subset_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict:
+    """error_acc, correct_acc, f1 (fractions in [0, 1]) and item counts."""
+    y = np.asarray(labels, dtype=np.int64)
+    p = np.asarray(predictions, dtype=np.int64)
+    if y.shape != p.shape:
+        raise PrmkitError(f"{len(y)} labels but {len(p)} predictions")
+    err, ok = y != -1, y == -1
+    error_acc = float((p[err] == y[err]).mean()) if err.any() else 0.0
+    correct_acc = float((p[ok] == -1).mean()) if ok.any() else 0.0
+    return {
+        "error_acc": error_acc,
+        "correct_acc": correct_acc,
+        "f1": _f1(error_acc, correct_acc),
+        "n_error": int(err.sum()),
+        "n_correct": int(ok.sum()),
+    }
+
+
+def evaluate(
+    items: Mapping[str, Sequence[ProcessBenchItem]], predictions: Mapping[str, int]
+) -> dict:
+    """Per-subset metrics and the official `average_f1` (plain mean over subsets)."""
+    out: dict = {}
+    for subset, subset_items in items.items():
+        missing = [it.id for it in subset_items if it.id not in predictions]
+        if missing:
+            raise PrmkitError(
+                f"no prediction for {len(missing)} {subset} item(s), e.g. {missing[0]!r}"
+            )
+        out[subset] = subset_metrics(
+            [it.label for it in subset_items], [predictions[it.id] for it in subset_items]
+        )
+    out["average_f1"] = float(np.mean([out[s]["f1"] for s in items])) if items else 0.0
+    return out
+
+
+def threshold_predictions(
+    step_scores: Mapping[str, Sequence[float]], threshold: float
+) -> dict[str, int]:
+    return {k: first_error_index(v, threshold) for k, v in step_scores.items()}
+
+
+def choose_threshold(
+    items: Mapping[str, Sequence[ProcessBenchItem]],
+    step_scores: Mapping[str, Sequence[float]],
+    grid: Sequence[float] | None = None,
+    max_candidates: int = 200,
+) -> tuple[float, float]:
+    """Grid search for the threshold maximising average F1 on (held-out) items.
+
+    The default grid holds up to `max_candidates` quantiles of the observed step scores
+    (F1 only changes at observed values), plus one threshold above every score.
+    Returns (threshold, average_f1); ties go to the smallest threshold.
+    """
+    if grid is None:
+        flat = np.concatenate(
+            [np.asarray(step_scores[it.id], dtype=np.float64) for sub in items.values()
+             for it in sub] or [np.zeros(0)]
+        )
+        uniq = np.unique(flat)
+        if uniq.size > max_candidates:
+            uniq = np.unique(np.quantile(uniq, np.linspace(0, 1, max_candidates)))
+        # "score < t" flags values below t, so each observed value is a candidate cut.
+        grid = np.concatenate([uniq, [np.nextafter(uniq[-1], np.inf)] if uniq.size else [0.5]])
+    best = (float("nan"), -1.0)
+    for t in grid:
+        f1 = evaluate(items, threshold_predictions(step_scores, float(t)))["average_f1"]
+        if f1 > best[1]:
+            best = (float(t), f1)
+    return best
+
+
+def load_processbench(
+    path: str | os.PathLike, subsets: Sequence[str] | None = None
+) -> dict[str, list[ProcessBenchItem]]:
+    """Items per subset from a directory of <subset>.json files (or one such file)."""
+    path = Path(path)
+    if path.is_file():
+        files = {path.stem: path}
+    elif path.is_dir():
+        names = subsets or [s for s in SUBSETS if (path / f"{s}.json").exists()]
+        files = {s: path / f"{s}.json" for s in names}
+        if not files:
+            raise DataError(str(path), None, None, "no ProcessBench <subset>.json files found")
+    else:
+        raise DataError(str(path), None, None, "no such file or directory")
+    out = {}
+    for subset, file in files.items():
+        if not file.exists():
+            raise DataError(str(file), None, None, "file not found")
+        items = list(read_processbench(file))
+        for it in items:
+            it.subset = subset
+        out[subset] = items
+    return out
+
+
+def split_items(
+    items: Mapping[str, Sequence[ProcessBenchItem]], fraction: float, seed: int = 0
+) -> tuple[dict[str, list[ProcessBenchItem]], dict[str, list[ProcessBenchItem]]]:
+    """(tune, evaluate): a seeded random `fraction` of every subset held out for tuning."""
+    if not 0 < fraction < 1:
+        raise PrmkitError("the tuning fraction must lie strictly between 0 and 1")
+    rng = np.random.default_rng(seed)
+    tune, rest = {}, {}
+    for subset, sub in items.items():
+        mask = rng.random(len(sub)) < fraction
+        tune[subset] = [it for it, m in zip(sub, mask) if m]
+        rest[subset] = [it for it, m in zip(sub, mask) if not m]
+    return tune, rest

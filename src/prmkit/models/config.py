@@ -1,0 +1,61 @@
+"""The small prmkit config saved beside a model's Hugging Face weights."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from prmkit.errors import PrmkitError
+from prmkit.models.formatting import StepFormat
+
+CONFIG_NAME = "prmkit_config.json"
+Formulation = Literal["token", "head"]
+Objective = Literal["prm", "orm"]
+
+
+@dataclass
+class RewardModelConfig:
+    objective: Objective = "prm"  # prm: a label after every step; orm: one at the end
+    formulation: Formulation = "token"  # token: LM head restricted to label tokens; head: new head
+    num_classes: int = 2  # 2: correct/wrong; 3: +1/0/-1 (token and head alike)
+    label_tokens: tuple[str, ...] = ("+", "-")  # token formulation: class order is correct first
+    head: Literal["linear", "mlp"] = "linear"
+    neutral_is_correct: bool = True  # three classes: p(correct) = p(+) + p(0)
+    aggregation: str = "prod"
+    step_format: StepFormat = field(default_factory=StepFormat)
+    backbone: str | None = None  # what the model was built from (alias, path or hub id)
+    adapter: bool = False  # the folder holds a LoRA adapter over `backbone`, not full weights
+
+    def __post_init__(self):
+        if isinstance(self.step_format, dict):
+            self.step_format = StepFormat.from_dict(self.step_format)
+        self.label_tokens = tuple(self.label_tokens)
+        if self.objective not in ("prm", "orm"):
+            raise PrmkitError(f"objective must be 'prm' or 'orm', got {self.objective!r}")
+        if self.formulation not in ("token", "head"):
+            raise PrmkitError(f"formulation must be 'token' or 'head', got {self.formulation!r}")
+        if self.num_classes not in (2, 3):
+            raise PrmkitError(f"num_classes must be 2 or 3, got {self.num_classes}")
+        if self.formulation == "token" and len(self.label_tokens) != self.num_classes:
+            if self.num_classes == 3 and self.label_tokens == ("+", "-"):
+                self.label_tokens = ("+", "0", "-")
+            else:
+                raise PrmkitError(
+                    f"{self.num_classes} classes need {self.num_classes} label tokens, "
+                    f"got {self.label_tokens}"
+                )
+
+    def save(self, folder: str | Path) -> None:
+        d = asdict(self)
+        d["step_format"] = self.step_format.to_dict()
+        Path(folder, CONFIG_NAME).write_text(json.dumps(d, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> RewardModelConfig:
+        path = Path(folder, CONFIG_NAME)
+        if not path.is_file():
+            raise PrmkitError(f"{folder} is not a prmkit model folder: {CONFIG_NAME} is missing")
+        d = json.loads(path.read_text())
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})

@@ -1,0 +1,189 @@
+"""A step (or outcome) reward model over any Hugging Face causal LM.
+
+One forward pass over a solution gives a prediction at every label position. The
+"token" formulation reads the LM head's logits for the label tokens only (the paper's
+formulation, computed without materialising the full vocabulary); the "head"
+formulation puts a small classifier on the hidden state at each label position.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from prmkit.errors import PrmkitError
+from prmkit.models.config import RewardModelConfig
+from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
+
+HEAD_WEIGHTS = "reward_head.safetensors"
+
+
+def additive_attention_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B, L, L] bool (True = may attend) -> [B, 1, L, L] additive mask in `dtype`."""
+    zero = torch.zeros((), dtype=dtype, device=allowed.device)
+    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=allowed.device)
+    return torch.where(allowed, zero, neg).unsqueeze(1)
+
+
+class StepRewardModel(nn.Module):
+    def __init__(self, backbone, tokenizer, config: RewardModelConfig):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.config = config
+        self._peft_model = None  # set by apply_lora; kept unregistered (shares the backbone)
+        hidden = backbone.config.get_text_config().hidden_size
+        c = config.num_classes
+        if config.formulation == "token":
+            ids = resolve_label_token_ids(tokenizer, config.label_tokens)
+            self.register_buffer("label_token_ids", torch.tensor(ids), persistent=False)
+            self.head = None
+        elif config.head == "linear":
+            self.head = nn.Linear(hidden, c)
+        else:
+            self.head = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, c))
+        if self.head is not None:
+            self.head.to(dtype=torch.float32, device=next(backbone.parameters()).device)
+        self._encoder = None
+
+    # ---- construction -------------------------------------------------------------
+    @classmethod
+    def from_backbone(cls, backbone, tokenizer=None, config: RewardModelConfig | None = None,
+                      dtype: torch.dtype | None = None) -> StepRewardModel:
+        """Build from a backbone alias/path/hub id, or from an already loaded model."""
+        from prmkit.models.backbones import load_backbone
+
+        config = copy.deepcopy(config) if config is not None else RewardModelConfig()
+        if isinstance(backbone, str | Path):
+            config.backbone = str(backbone)
+            backbone, loaded_tok = load_backbone(str(backbone), dtype=dtype)
+            tokenizer = tokenizer or loaded_tok
+        if tokenizer is None:
+            raise PrmkitError("a tokenizer is required when the backbone is a model object")
+        return cls(backbone, tokenizer, config)
+
+    def apply_lora(self, r: int = 16, alpha: int = 32, dropout: float = 0.0,
+                   target_modules: str | list[str] = "all-linear") -> None:
+        """Wrap the backbone's linear layers with LoRA adapters (peft); the head stays trainable."""
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
+                          target_modules=target_modules, bias="none")
+        self._peft_model = get_peft_model(self.backbone, lora)
+
+    @property
+    def encoder(self) -> SegmentEncoder:
+        """The shared step formatter for this model's tokenizer and step format."""
+        if self._encoder is None:
+            self._encoder = SegmentEncoder(self.tokenizer, self.config.step_format)
+        return self._encoder
+
+    # ---- forward ------------------------------------------------------------------
+    def hidden_states(self, input_ids, attention_mask=None, position_ids=None) -> torch.Tensor:
+        """Final hidden states [B, L, H]. attention_mask: [B, L] padding mask, or [B, L, L]
+        bool (True = may attend) for packed sequences and prefix trees."""
+        if attention_mask is not None and attention_mask.dim() == 3:
+            attention_mask = additive_attention_mask(attention_mask, self.compute_dtype)
+        decoder = self.backbone.get_decoder()
+        out = decoder(input_ids=input_ids, attention_mask=attention_mask,
+                      position_ids=position_ids, use_cache=False)
+        return out.last_hidden_state
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        if torch.is_autocast_enabled("cpu"):
+            return torch.get_autocast_dtype("cpu")
+        if torch.cuda.is_available() and torch.is_autocast_enabled("cuda"):
+            return torch.get_autocast_dtype("cuda")
+        return self.backbone.get_input_embeddings().weight.dtype
+
+    def classify(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Hidden states [K, H] at label positions -> class logits [K, C] (class 0 = correct)."""
+        if self.head is not None:
+            return self.head(hidden.float())
+        lm_head = self.backbone.get_output_embeddings()
+        weight = lm_head.weight[self.label_token_ids]
+        logits = hidden @ weight.to(hidden.dtype).T
+        if getattr(lm_head, "bias", None) is not None:
+            logits = logits + lm_head.bias[self.label_token_ids].to(hidden.dtype)
+        return logits.float()
+
+    def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
+        """label_positions: LongTensor [K, 2] of (row, token index). Returns logits [K, C]."""
+        hidden = self.hidden_states(input_ids, attention_mask, position_ids)
+        return self.classify(hidden[label_positions[:, 0], label_positions[:, 1]])
+
+    def correct_probability(self, logits: torch.Tensor) -> torch.Tensor:
+        """P(step correct) from class logits; with three classes, neutral counts as
+        correct when config.neutral_is_correct."""
+        p = logits.float().softmax(-1)
+        if self.config.num_classes == 3 and self.config.neutral_is_correct:
+            return p[:, 0] + p[:, 1]
+        return p[:, 0]
+
+    @staticmethod
+    def loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None):
+        """Cross-entropy against target distributions [K, C] (hard or soft labels)."""
+        per_label = -(targets * F.log_softmax(logits.float(), -1)).sum(-1)
+        if weights is None:
+            return per_label.mean()
+        return (per_label * weights).sum() / weights.sum().clamp_min(1e-8)
+
+    # ---- save / load ----------------------------------------------------------------
+    def save_pretrained(self, folder: str | Path, merge_adapter: bool = True) -> Path:
+        """Save a plain Hugging Face folder (+ head weights + prmkit_config.json).
+
+        With LoRA, merge_adapter=True writes merged full weights (the folder is then
+        self-contained); False writes only the adapter, loaded over config.backbone.
+        """
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = copy.deepcopy(self.config)
+        if self._peft_model is not None and not merge_adapter:
+            self._peft_model.save_pretrained(folder)
+            config.adapter = True
+        elif self._peft_model is not None:
+            copy.deepcopy(self._peft_model).merge_and_unload().save_pretrained(folder)
+            config.adapter = False
+        else:
+            self.backbone.save_pretrained(folder)
+            config.adapter = False
+        self.tokenizer.save_pretrained(folder)
+        if self.head is not None:
+            state = {k: v.detach().float().contiguous().cpu() for k, v in self.head.state_dict().items()}
+            save_file(state, str(folder / HEAD_WEIGHTS))
+        config.save(folder)
+        return folder
+
+    @classmethod
+    def from_pretrained(cls, folder: str | Path, dtype: torch.dtype | None = None,
+                        device: str | torch.device | None = None) -> StepRewardModel:
+        from safetensors.torch import load_file
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder = Path(folder)
+        config = RewardModelConfig.load(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        if config.adapter:
+            from peft import PeftModel
+
+            from prmkit.models.backbones import load_backbone
+
+            if not config.backbone:
+                raise PrmkitError(f"{folder}: adapter folder without a base backbone in its config")
+            base, _ = load_backbone(config.backbone, dtype=dtype)
+            backbone = PeftModel.from_pretrained(base, folder).merge_and_unload()
+        else:
+            backbone = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+        model = cls(backbone, tokenizer, config)
+        if model.head is not None:
+            model.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
+        if device is not None:
+            model.to(device)
+        return model.eval()
