@@ -128,9 +128,12 @@ def _float_list(rec: dict, key: str, path: str) -> list[float]:
 
 
 def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]]):
-    """Step probabilities per id from a trained model via prmkit.scoring.Scorer."""
+    """Step probabilities per id from a trained model via prmkit.scoring.Scorer.
+
+    Steps cut by the model's max length (None) are never flagged: they count as 1.0.
+    """
     try:
-        from prmkit.scoring import Scorer  # type: ignore[attr-defined]
+        from prmkit.scoring import Scorer
     except ImportError:
         raise PrmkitError(
             "--model needs prmkit.scoring.Scorer, which is not available in this install; "
@@ -138,8 +141,8 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
         ) from None
     scorer = Scorer.from_pretrained(model_dir)
     ids = list(problems_and_steps)
-    probs = scorer.score_many([problems_and_steps[i] for i in ids])
-    return dict(zip(ids, (list(map(float, p)) for p in probs)))
+    probs = scorer.score([problems_and_steps[i] for i in ids])
+    return {i: [1.0 if v is None else float(v) for v in p] for i, p in zip(ids, probs)}
 
 
 def _default_dir(given: str | None, fallback: Path, flag: str) -> Path:

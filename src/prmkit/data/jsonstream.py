@@ -35,10 +35,14 @@ class _Buffer:
         self.eof = False
 
     def fill(self) -> bool:
-        """Read one more chunk, dropping consumed text. False at end of file."""
+        """Read more text, dropping consumed text. False at end of file.
+
+        Reads at least as much as is pending, so a value spanning many chunks costs
+        O(size) decode attempts in total, not O(size^2).
+        """
         if self.eof:
             return False
-        chunk = self.f.read(CHUNK_CHARS)
+        chunk = self.f.read(max(CHUNK_CHARS, len(self.text) - self.pos))
         if not chunk:
             self.eof = True
             return False

@@ -295,7 +295,9 @@ def _problem_text(record: Any) -> str:
         return record.problem.text
     if isinstance(record, PRMBenchItem):
         return record.question
-    return record.problem
+    if isinstance(record, StepExample | ProcessBenchItem):
+        return record.problem
+    raise PrmkitError(f"no supervision can be made from {type(record).__name__} records")
 
 
 def _drop_reason(sol: LabelledSolution, options: PolicyOptions) -> str | None:

@@ -130,7 +130,7 @@ def parse_record(
     if l_extra:
         extra["label_extra"] = l_extra
     # Which optional question keys were present, so that a writer emits the same keys.
-    present = [k for k in ("ground_truth_solution", *PRE_GENERATED_KEYS) if k in question]
+    present = [k for k in _OPTIONAL_QUESTION_KEYS if k in question]
     if present != _default_present(generation, question):
         extra["question_keys"] = present
 
@@ -168,6 +168,91 @@ def parse_record(
     )
 
 
+class _Unusual(Exception):
+    """The fast path met something it does not handle; the validating parser takes over."""
+
+
+def _fast_record(obj: Any, path: str | None, line: int | None) -> LabelledSolution:
+    """parse_record for records shaped exactly like the official files (nearly all of them).
+
+    No per-field bookkeeping: any missing key, odd type or unknown key raises, and the
+    validating parser then builds the record or names the bad field.
+    """
+    if len(obj) != 7:
+        raise _Unusual
+    question = obj["question"]
+    label = obj["label"]
+    if len(label) != 3 or type(question["problem"]) is not str:
+        raise _Unusual
+    steps = []
+    for s in label["steps"]:
+        if len(s) != 3:
+            raise _Unusual
+        raw = s["completions"]
+        completions = []
+        if raw is not None:
+            for c in raw:
+                text, rating, flagged = c["text"], c["rating"], c["flagged"]
+                if (
+                    len(c) != 3
+                    or type(text) is not str
+                    or not (rating is None or (type(rating) is int and -1 <= rating <= 1))
+                    or not (flagged is None or type(flagged) is bool)
+                ):
+                    raise _Unusual
+                completions.append(Step(text, rating, flagged))
+        chosen = s["chosen_completion"]
+        if chosen is not None and (type(chosen) is not int or not 0 <= chosen < len(completions)):
+            raise _Unusual
+        human = s["human_completion"]
+        if human is not None:
+            human = _parse_step(_Ctx(path, line), human, "human_completion")
+        steps.append(LabelledStep(completions, chosen, human))
+    answer = question.get("ground_truth_answer")
+    solution = question.get("ground_truth_solution")
+    generation = obj["generation"]
+    finish = label["finish_reason"]
+    total_time = label["total_time"]
+    pre_steps = question.get("pre_generated_steps")
+    score = question.get("pre_generated_verifier_score")
+    labeler, timestamp = obj["labeler"], obj["timestamp"]
+    qc, screening = obj["is_quality_control_question"], obj["is_initial_screening_question"]
+    if (
+        not (answer is None or type(answer) is str)
+        or not (solution is None or type(solution) is str)
+        or not (generation is None or type(generation) is int)
+        or not (finish is None or finish in FINISH_REASONS)
+        or not (total_time is None or type(total_time) is int)
+        or not (pre_steps is None or type(pre_steps) is list)
+        or not (score is None or type(score) in (int, float))
+        or not (labeler is None or type(labeler) is str)
+        or not (timestamp is None or type(timestamp) is str)
+        or type(qc) is not bool
+        or type(screening) is not bool
+        or not question.keys() <= _QUESTION_SET
+    ):
+        raise _Unusual
+    present = [k for k in _OPTIONAL_QUESTION_KEYS if k in question]
+    extra = {}
+    if present != _default_present(generation, question):
+        extra["question_keys"] = present
+    return LabelledSolution(
+        Problem(question["problem"], answer, None, solution),
+        steps,
+        finish,
+        total_time,
+        pre_steps,
+        question.get("pre_generated_answer"),
+        score,
+        Provenance(FORMAT, path, line, labeler, timestamp, generation, qc, screening),
+        extra,
+    )
+
+
+_QUESTION_SET = frozenset(QUESTION_KEYS)
+_OPTIONAL_QUESTION_KEYS = ("ground_truth_solution", *PRE_GENERATED_KEYS)
+
+
 def _default_present(generation: int | None, question: dict) -> list[str]:
     """Optional question keys the official files carry: all of them in phase 2, none in phase 1
     (ground_truth_solution only when it has a value)."""
@@ -180,9 +265,15 @@ def read_prm800k(
     path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
 ) -> Iterator[LabelledSolution]:
     """Stream LabelledSolution records from raw PRM800K JSONL or concatenated JSON."""
+    path_str = str(path)
     for line, obj in iter_any_json(path, skip_bad=skip_bad, bad=bad):
         try:
-            yield parse_record(obj, str(path), line)
+            try:
+                yield _fast_record(obj, path_str, line)
+                continue
+            except (_Unusual, KeyError, TypeError, AttributeError, DataError):
+                pass
+            yield parse_record(obj, path_str, line)
         except DataError as e:
             if not skip_bad:
                 raise

@@ -118,6 +118,7 @@ class RecordStream:
         return len(self.bad)
 
     def __iter__(self) -> Iterator[Any]:
+        self.bad.clear()  # each pass reports its own bad records
         return self.info.reader(self.path, skip_bad=self.skip_bad, bad=self.bad)
 
 

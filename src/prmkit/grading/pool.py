@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -48,6 +49,7 @@ class GradingWorker:
             stderr=subprocess.DEVNULL,
             env=_worker_env(),
             close_fds=True,
+            start_new_session=True,  # own process group: killed together with its child
         )
         self._buffer = b""
         self._next_id = 0
@@ -110,11 +112,10 @@ class GradingWorker:
                 return reply["correct"], reply["reason"]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
+        try:  # the supervisor and its forked child
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

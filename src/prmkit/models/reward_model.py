@@ -107,9 +107,11 @@ class StepRewardModel(nn.Module):
             return self.head(hidden.float())
         lm_head = self.backbone.get_output_embeddings()
         weight = lm_head.weight[self.label_token_ids]
-        logits = hidden @ weight.to(hidden.dtype).T
+        # K x C values only: computed in fp32 so that bf16 weights lose no precision here
+        # (under autocast the matmul still follows the autocast dtype).
+        logits = hidden.float() @ weight.float().T
         if getattr(lm_head, "bias", None) is not None:
-            logits = logits + lm_head.bias[self.label_token_ids].to(hidden.dtype)
+            logits = logits + lm_head.bias[self.label_token_ids].float()
         return logits.float()
 
     def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):

@@ -1,0 +1,41 @@
+"""`prmkit score`: per-step scores of solutions from a trained reward model."""
+
+from __future__ import annotations
+
+import sys
+
+from prmkit.scoring.aggregate import AGGREGATIONS
+
+
+def cmd_score(args) -> int:
+    from prmkit.scoring.files import score_file
+    from prmkit.scoring.scorer import Scorer
+
+    scorer = Scorer.from_pretrained(args.model, token_budget=args.batch_tokens,
+                                    dtype=args.dtype, device=args.device)
+    report = score_file(scorer, args.input, args.output, aggregation=args.aggregation,
+                        resume=args.resume, overwrite=args.overwrite,
+                        progress=not args.no_progress)
+    print(report.summary(), file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "score", help="score every step of solutions with a trained reward model",
+        description="Reads JSONL lines {id?, problem, steps} (or OpenAI's scored-samples "
+                    "schema) and writes each line plus step_scores and score.")
+    p.add_argument("--model", required=True, help="a folder written by save_pretrained")
+    p.add_argument("--input", required=True, help="JSONL input")
+    p.add_argument("-o", "--output", required=True, help="JSONL output")
+    p.add_argument("--batch-tokens", type=int, default=16384,
+                   help="most tokens (padding included) per forward pass")
+    p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    p.add_argument("--device", default=None, help="e.g. cpu, cuda (default: cpu)")
+    p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
+                   help="solution score from step scores (default: the model's setting)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an existing output: skip lines already scored, append")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_score)

@@ -1,0 +1,202 @@
+"""Streaming JSONL scoring: read solutions, append scored lines, resume after a stop.
+
+Input lines: {"id"?, "problem", "steps": [...]} or OpenAI's scored-samples schema (same
+two fields; every other field is kept). Output: each input line plus
+- `step_scores`: P(correct) per step (null for a step cut by max_length; one value for
+  an outcome model),
+- `score`: the solution score, `step_scores` aggregated (prod/min/last/mean/geomean)
+  over the steps that were scored,
+- `step_rating_probs` (three-class models): {"1", "0", "-1"} probabilities per step,
+- `truncated_steps`: only when some steps were cut.
+Lines are written in input order and flushed chunk by chunk, so an interrupted run can be
+resumed: lines whose `id` (or, without ids, whose position) is already in the output are
+skipped and new lines are appended.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from tqdm import tqdm
+
+from prmkit.data.io import dumps_line, iter_jsonl
+from prmkit.errors import DataError, PrmkitError
+from prmkit.scoring.aggregate import AGGREGATIONS, aggregate
+from prmkit.scoring.scorer import Scorer, SolutionScores
+
+log = logging.getLogger("prmkit.scoring")
+
+RATING_KEYS = ("1", "0", "-1")
+
+
+@dataclass
+class ScoreFileReport:
+    out_path: str
+    scored: int = 0  # solutions scored in this run
+    skipped: int = 0  # already in the output (resume)
+    truncated_steps: int = 0  # steps cut by max_length (score null)
+    truncated_solutions: int = 0
+    aggregation: str = "prod"
+
+    def summary(self) -> str:
+        text = (f"scored {self.scored} solutions -> {self.out_path} "
+                f"(aggregation {self.aggregation}")
+        text += f", {self.skipped} already there)" if self.skipped else ")"
+        if self.truncated_steps:
+            text += (f"; warning: {self.truncated_steps} steps in {self.truncated_solutions} "
+                     "solutions were cut by max_length and have score null")
+        return text
+
+
+def _parse(path: str, line: int, obj) -> dict:
+    if not isinstance(obj, dict):
+        raise DataError(path, line, None, f"expected a JSON object, got {type(obj).__name__}")
+    if not isinstance(obj.get("problem"), str):
+        raise DataError(path, line, "problem", "missing or not a string")
+    steps = obj.get("steps")
+    if steps is None:
+        raise DataError(path, line, "steps", "missing (expected a list of strings)")
+    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+        raise DataError(path, line, "steps", "expected a list of strings")
+    return obj
+
+
+def _record_id(obj: dict):
+    rid = obj.get("id")
+    return None if rid is None else str(rid)
+
+
+def _count_lines(path: str | os.PathLike) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def _existing_output(path: Path) -> tuple[set[str], int]:
+    """Ids and number of complete lines already in `path`; an incomplete last line (a run
+    killed mid-write) is cut off so that appending continues from a clean line."""
+    ids: set[str] = set()
+    count = 0
+    good_end = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                break  # only the last line can lack its newline: a partial write, dropped
+            good_end += len(raw)
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise DataError(str(path), lineno, None,
+                                "malformed line in the output file; cannot resume it") from None
+            if isinstance(obj, dict) and _record_id(obj) is not None:
+                ids.add(_record_id(obj))
+            count += 1
+    if good_end < path.stat().st_size:
+        log.warning("%s: dropping an incomplete last line before resuming", path)
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return ids, count
+
+
+def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: bool) -> dict:
+    out = dict(obj)
+    out["step_scores"] = scores.step_probs
+    scored = [p for p in scores.step_probs if p is not None]
+    if orm or (scores.step_probs and not scored):
+        out["score"] = scored[-1] if scored else None
+    else:
+        out["score"] = aggregate(scored, aggregation)
+    if scores.class_probs is not None:
+        out["step_rating_probs"] = [
+            None if c is None else dict(zip(RATING_KEYS, c)) for c in scores.class_probs
+        ]
+    if scores.truncated:
+        out["truncated_steps"] = scores.truncated
+    return out
+
+
+def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.PathLike,
+               aggregation: str | None = None, resume: bool = False, overwrite: bool = False,
+               chunk_size: int = 256, progress: bool = True) -> ScoreFileReport:
+    """Score every solution of a JSONL file into `out_path` (see module docstring).
+
+    An existing output needs resume=True (continue it) or overwrite=True (start over).
+    """
+    in_path, out_path = str(in_path), Path(out_path)
+    aggregation = aggregation or scorer.config.aggregation
+    if aggregation not in AGGREGATIONS:
+        raise PrmkitError(f"unknown aggregation {aggregation!r}; choose one of "
+                          f"{', '.join(AGGREGATIONS)}")
+    if not Path(in_path).is_file():
+        raise PrmkitError(f"{in_path}: no such input file")
+    if out_path.resolve() == Path(in_path).resolve():
+        raise PrmkitError(f"{out_path}: the output must not be the input file")
+    done_ids: set[str] = set()
+    done_count = 0
+    if out_path.exists() and resume:
+        done_ids, done_count = _existing_output(out_path)
+    elif out_path.exists() and not overwrite:
+        raise PrmkitError(f"{out_path} exists: pass resume to continue it or overwrite to "
+                          "replace it")
+    elif out_path.exists():
+        out_path.unlink()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+
+    report = ScoreFileReport(str(out_path), aggregation=aggregation)
+    orm = scorer.config.objective == "orm"
+    bar = tqdm(total=_count_lines(in_path), unit="sol", desc="scoring", disable=not progress,
+               dynamic_ncols=True)
+
+    def pending() -> Iterator[dict]:
+        seen = 0
+        for line, obj in iter_jsonl(in_path):
+            rec = _parse(in_path, line, obj)
+            rid = _record_id(rec)
+            done = rid in done_ids if rid is not None else seen < done_count
+            seen += 1
+            if done:
+                report.skipped += 1
+                bar.update(1)
+                continue
+            yield rec
+
+    with open(out_path, "ab") as f:
+        try:
+            chunk: list[dict] = []
+            for rec in pending():
+                chunk.append(rec)
+                if len(chunk) >= chunk_size:
+                    _write_chunk(scorer, chunk, f, aggregation, orm, report, bar)
+                    chunk = []
+            if chunk:
+                _write_chunk(scorer, chunk, f, aggregation, orm, report, bar)
+        finally:
+            bar.close()
+    if report.truncated_steps:
+        log.warning("%d steps in %d solutions were cut by max_length=%d and have score null",
+                    report.truncated_steps, report.truncated_solutions,
+                    scorer.encoder.fmt.max_length)
+    return report
+
+
+def _write_chunk(scorer: Scorer, chunk: list[dict], f, aggregation: str, orm: bool,
+                 report: ScoreFileReport, bar) -> None:
+    results = scorer.score_detailed(chunk, chunk_size=len(chunk))
+    f.write(b"".join(dumps_line(_output_record(rec, res, aggregation, orm))
+                     for rec, res in zip(chunk, results, strict=True)))
+    f.flush()
+    for res in results:
+        report.scored += 1
+        if res.truncated:
+            report.truncated_steps += res.truncated
+            report.truncated_solutions += 1
+    bar.update(len(chunk))

@@ -1,0 +1,250 @@
+"""Score solutions with a trained step (or outcome) reward model.
+
+Every step of a solution is scored from ONE forward pass: the solution is encoded with
+the model's own `SegmentEncoder` (the formatting used in training) and the class logits
+are read at each step's label position. Many solutions are scored in length-sorted
+dynamic batches under a token budget (right padding, 2D attention mask); results come
+back in input order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from prmkit.errors import PrmkitError
+
+log = logging.getLogger("prmkit.scoring")
+
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
+          "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16}
+
+
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise PrmkitError(f"unknown dtype {dtype!r}; choose bf16 or fp32") from None
+
+
+@dataclass
+class SolutionScores:
+    """Scores of one solution.
+
+    step_probs[i] is P(step i correct), or None when step i was cut by max_length. An
+    outcome model (objective "orm") gives one value: the score after the last step.
+    class_probs (three-class models only) holds [p(+1), p(0), p(-1)] per entry of
+    step_probs (None where the step was cut).
+    """
+
+    step_probs: list[float | None]
+    class_probs: list[list[float] | None] | None = None
+    truncated: int = 0  # entries of step_probs left None by max_length
+
+
+@dataclass
+class Encoded:
+    input_ids: list[int]
+    label_positions: list[int]
+    slots: list[int]  # index into the result's step_probs for each label position
+    num_slots: int
+
+
+@dataclass
+class Batch:
+    """One padded batch: `rows[r]` is the item index of row r."""
+
+    rows: list[int]
+    input_ids: torch.Tensor  # [B, L], right padded
+    attention_mask: torch.Tensor | None  # [B, L] (None when no row is padded)
+    label_positions: torch.Tensor  # [K, 2] (row, token index)
+    owners: list[tuple[int, int]] = field(default_factory=list)  # (item, slot) per label
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (unpadded) tokens in the batch."""
+        if self.attention_mask is None:
+            return self.input_ids.numel()
+        return int(self.attention_mask.sum())
+
+
+def as_problem_steps(item: Any) -> tuple[str, Sequence[str]]:
+    """(problem, steps) from a pair, a dict with problem/steps or a record with attributes."""
+    if isinstance(item, dict):
+        return item["problem"], item.get("steps") or []
+    if isinstance(item, tuple | list) and len(item) == 2:
+        return item[0], item[1]
+    if hasattr(item, "problem") and hasattr(item, "steps"):
+        problem = item.problem
+        return getattr(problem, "text", problem), item.steps
+    raise PrmkitError(f"cannot score {type(item).__name__}: expected (problem, steps)")
+
+
+class Scorer:
+    """Batch scoring with a `StepRewardModel`.
+
+    dtype: the backbone's weights are cast to it in place (bf16 by default, also on CPU;
+    the classification head stays fp32); None leaves the model as it is. With
+    autocast=True the weights are kept and the forward runs under torch.autocast instead.
+    token_budget: the most tokens (padding included) in one forward pass.
+    """
+
+    def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
+                 device: str | torch.device | None = None, autocast: bool = False,
+                 max_batch_size: int | None = None):
+        if token_budget < 1:
+            raise PrmkitError(f"token_budget must be positive, got {token_budget}")
+        self.model = model.eval()
+        self.token_budget = int(token_budget)
+        self.max_batch_size = max_batch_size
+        self.dtype = parse_dtype(dtype)
+        if device is not None:
+            self.model.to(device)
+        self.device = next(self.model.backbone.parameters()).device
+        self.autocast = autocast and self.dtype is not None
+        if self.dtype is not None and not self.autocast:
+            self.model.backbone.to(self.dtype)
+        self.config = model.config
+        self.encoder = model.encoder
+        pad = model.tokenizer.pad_token_id
+        if pad is None:
+            pad = model.tokenizer.eos_token_id
+        self.pad_id = 0 if pad is None else int(pad)
+
+    @classmethod
+    def from_pretrained(cls, folder: str | Path, token_budget: int = 16384,
+                        dtype: str | torch.dtype | None = "bf16",
+                        device: str | torch.device | None = None, **kw) -> Scorer:
+        from prmkit.models.reward_model import StepRewardModel
+
+        model = StepRewardModel.from_pretrained(folder, device=device)
+        return cls(model, token_budget=token_budget, dtype=dtype, device=device, **kw)
+
+    # ---- encoding and batching ------------------------------------------------------
+    def encode(self, problem: str, steps: Sequence[str]) -> Encoded:
+        """Token ids and label positions of one solution (what gets scored)."""
+        steps = list(steps)
+        orm = self.config.objective == "orm"
+        num_slots = (1 if steps else 0) if orm else len(steps)
+        if not steps:
+            return Encoded([], [], [], 0)
+        if len(self.encoder.prompt_ids(problem)) > self.encoder.fmt.max_length:
+            return Encoded([], [], [], num_slots)  # nothing fits: every score is None
+        enc = self.encoder.encode(problem, steps)
+        if orm:
+            if len(enc.step_indices) < len(steps):  # the last step was cut: no outcome score
+                return Encoded([], [], [], 1)
+            positions, slots = enc.label_positions[-1:], [0]
+        else:
+            positions, slots = enc.label_positions, enc.step_indices
+        # Tokens after the last label cannot change any score (causal attention).
+        ids = enc.input_ids[: positions[-1] + 1] if positions else []
+        return Encoded(ids, positions, slots, num_slots)
+
+    def plan_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
+        """Length-sorted batches whose padded size stays within the token budget."""
+        order = sorted((i for i, e in enumerate(encoded) if e.label_positions),
+                       key=lambda i: -len(encoded[i].input_ids))
+        batches, group = [], []
+        for i in order:
+            longest = len(encoded[group[0]].input_ids) if group else len(encoded[i].input_ids)
+            full = self.max_batch_size is not None and len(group) >= self.max_batch_size
+            if group and (full or (len(group) + 1) * longest > self.token_budget):
+                batches.append(self._collate(group, encoded))
+                group = []
+            group.append(i)
+        if group:
+            batches.append(self._collate(group, encoded))
+        return batches
+
+    def _collate(self, rows: list[int], encoded: Sequence[Encoded]) -> Batch:
+        width = max(len(encoded[i].input_ids) for i in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        positions, owners = [], []
+        for r, i in enumerate(rows):
+            e = encoded[i]
+            ids[r, : len(e.input_ids)] = torch.tensor(e.input_ids, dtype=torch.long)
+            mask[r, : len(e.input_ids)] = 1
+            positions.extend((r, p) for p in e.label_positions)
+            owners.extend((i, s) for s in e.slots)
+        padded = bool((mask == 0).any())
+        return Batch(rows, ids, mask if padded else None,
+                     torch.tensor(positions, dtype=torch.long), owners)
+
+    # ---- forward ------------------------------------------------------------------------
+    def _autocast(self):
+        if not self.autocast:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
+
+    def run_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(P(correct) [K], class probabilities [K, C]) for the batch's label positions."""
+        dev = self.device
+        mask = None if batch.attention_mask is None else batch.attention_mask.to(dev)
+        with torch.inference_mode(), self._autocast():
+            logits = self.model(batch.input_ids.to(dev), batch.label_positions.to(dev),
+                                attention_mask=mask)
+        logits = logits.float().cpu()
+        return self.model.correct_probability(logits), logits.softmax(-1)
+
+    def _score_chunk(self, items: Sequence[Any]) -> list[SolutionScores]:
+        encoded = [self.encode(*as_problem_steps(it)) for it in items]
+        three = self.config.num_classes == 3
+        out = [SolutionScores([None] * e.num_slots, [None] * e.num_slots if three else None,
+                              truncated=e.num_slots - len(e.slots)) for e in encoded]
+        for batch in self.plan_batches(encoded):
+            p_correct, classes = self.run_batch(batch)
+            p_correct, classes = p_correct.tolist(), classes.tolist()
+            for k, (item, slot) in enumerate(batch.owners):
+                out[item].step_probs[slot] = p_correct[k]
+                if three:
+                    out[item].class_probs[slot] = classes[k]
+        return out
+
+    def iter_scores(self, items: Iterable[Any], chunk_size: int = 512) -> Iterator[SolutionScores]:
+        """Stream `SolutionScores` in input order, sorting and batching `chunk_size` items
+        at a time (memory stays bounded for any number of items)."""
+        chunk: list[Any] = []
+        for item in items:
+            chunk.append(item)
+            if len(chunk) >= chunk_size:
+                yield from self._score_chunk(chunk)
+                chunk = []
+        if chunk:
+            yield from self._score_chunk(chunk)
+
+    def score(self, items: Iterable[Any], chunk_size: int = 512) -> list[list[float | None]]:
+        """Per-step P(correct) for each item ((problem, steps) pairs, dicts or records)."""
+        return [s.step_probs for s in self.iter_scores(items, chunk_size)]
+
+    def score_detailed(self, items: Iterable[Any], chunk_size: int = 512) -> list[SolutionScores]:
+        """Like `score`, with the class probabilities of three-class models."""
+        return list(self.iter_scores(items, chunk_size))
+
+    score_many = score
+
+    def score_file(self, in_path, out_path, **kw):
+        """Score a JSONL file into another (see `prmkit.scoring.files.score_file`)."""
+        from prmkit.scoring.files import score_file
+
+        return score_file(self, in_path, out_path, **kw)
+
+
+def score_steps(model, problem: str, steps: Sequence[str]) -> list[float | None]:
+    """P(correct) of every step of one solution, from one forward pass of `model` as it
+    is (no dtype change). Steps cut by the model's max_length get None; an outcome model
+    gives a single value for the whole solution."""
+    was_training = model.training
+    try:
+        return Scorer(model, dtype=None, token_budget=1 << 62).score([(problem, steps)])[0]
+    finally:
+        model.train(was_training)

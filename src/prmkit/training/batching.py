@@ -1,0 +1,90 @@
+"""Token-budget batches of rows (packed trees or plain sequences) and their collation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from prmkit.training.packing import PackedRow
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L] padding mask, or [B, L, L] bool tree mask
+    position_ids: torch.Tensor  # [B, L]
+    label_positions: torch.Tensor  # [K, 2] (row, token)
+    targets: torch.Tensor  # [K, C] target distributions
+    weights: torch.Tensor  # [K]
+    num_tokens: int  # real (unpadded) tokens
+    num_sources: int  # example labels covered (a merged node counts each of its labels)
+
+    def to(self, device) -> Batch:
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device),
+                     self.position_ids.to(device), self.label_positions.to(device),
+                     self.targets.to(device), self.weights.to(device), self.num_tokens,
+                     self.num_sources)
+
+
+def is_plain(row: PackedRow) -> bool:
+    """A single causal sequence (no tree): a padding mask is enough."""
+    return len(row.segment_parent) == 1
+
+
+def token_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Group row indices by length so that rows * longest row <= batch_tokens (padding
+    stays small). A row longer than the budget gets a batch of its own."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order.tolist():
+        n = lengths[i]
+        if current and max(longest, n) * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, n)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def collate(rows: Sequence[PackedRow], pad_id: int) -> Batch:
+    """Pad rows to the longest; plain rows get a [B, L] padding mask, trees a [B, L, L] mask."""
+    length = max(len(r) for r in rows)
+    b = len(rows)
+    input_ids = torch.full((b, length), pad_id, dtype=torch.long)
+    position_ids = torch.zeros((b, length), dtype=torch.long)
+    plain = all(is_plain(r) for r in rows)
+    mask = (torch.zeros((b, length), dtype=torch.long) if plain
+            else torch.zeros((b, length, length), dtype=torch.bool))
+    positions, targets, weights = [], [], []
+    sources = 0
+    for i, r in enumerate(rows):
+        n = len(r)
+        input_ids[i, :n] = torch.tensor(r.input_ids)
+        position_ids[i, :n] = torch.tensor(r.position_ids)
+        if n < length:  # padding continues the positions (never attended to)
+            position_ids[i, n:] = torch.arange(n, length)
+        if plain:
+            mask[i, :n] = 1
+        else:
+            mask[i] = r.attention_mask(length)
+        positions.extend((i, p) for p in r.label_positions)
+        targets.extend(r.targets)
+        weights.extend(r.weights)
+        sources += sum(len(s) for s in r.sources)
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=mask,
+        position_ids=position_ids,
+        label_positions=torch.tensor(positions, dtype=torch.long).reshape(-1, 2),
+        targets=torch.tensor(targets, dtype=torch.float32),
+        weights=torch.tensor(weights, dtype=torch.float32),
+        num_tokens=sum(len(r) for r in rows),
+        num_sources=sources,
+    )

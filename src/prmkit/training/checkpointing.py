@@ -1,0 +1,97 @@
+"""Checkpoints for exact resumption: trainable weights, optimiser, scheduler, RNG, step."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from prmkit.errors import PrmkitError
+
+STATE_FILE = "trainer_state.pt"
+INFO_FILE = "trainer_state.json"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def checkpoint_root(output_dir: str | Path) -> Path:
+    return Path(output_dir) / "checkpoints"
+
+
+def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(output_dir, step: int, model, optimizer, scheduler, info: dict,
+                    keep: int = 2) -> Path:
+    """Write checkpoints/step-N atomically (temp folder, then rename); keep the last `keep`."""
+    root = checkpoint_root(output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:07d}"
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-step-", dir=root))
+    try:
+        torch.save({"model": trainable_state(model), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "rng": rng_state(), "step": step},
+                   tmp / STATE_FILE)
+        (tmp / INFO_FILE).write_text(json.dumps({"step": step, **info}, indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(output_dir)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(output_dir) -> list[Path]:
+    root = checkpoint_root(output_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if (m := _STEP_DIR.match(p.name)) and (p / STATE_FILE).is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(output_dir) -> Path | None:
+    found = list_checkpoints(output_dir)
+    return found[-1] if found else None
+
+
+def load_checkpoint(path: Path, model, optimizer, scheduler) -> int:
+    """Restore everything saved by save_checkpoint; returns the optimizer step."""
+    state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+    params = dict(model.named_parameters())
+    missing = [n for n in state["model"] if n not in params]
+    if missing:
+        raise PrmkitError(f"{path}: checkpoint does not match the model (e.g. {missing[0]})")
+    with torch.no_grad():
+        for n, v in state["model"].items():
+            params[n].copy_(v)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    return int(state["step"])

@@ -1,0 +1,96 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from prmkit.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "eval"
+SAMPLES = str(FIXTURES / "scored_samples.jsonl")
+
+
+def run_json(capsys, argv) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_eval_bon_exact_json(capsys, tmp_path):
+    out = run_json(capsys, ["eval", "bon", "--samples", SAMPLES, "--score-key", "prm_score",
+                            "--n", "1,2,3", "--pool-size", "none", "--grader", "exact",
+                            "--json", "--plot", str(tmp_path / "bon.png")])
+    assert out["n"] == [1, 2, 3] and out["std"] == []
+    assert out["accuracy"] == pytest.approx([7 / 12, 0.5, 0.375])
+    assert len(out["majority"]) == 3 and all(0 <= a <= 1 for a in out["majority"])
+    assert (tmp_path / "bon.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_bon_trials_has_std_and_extra_key(capsys):
+    out = run_json(capsys, ["eval", "bon", "--samples", SAMPLES, "--score-key", "prm_score",
+                            "--extra-key", "orm_score", "--n", "1,3", "--pool-size", "4",
+                            "--estimator", "trials", "--trials", "200", "--grader", "exact",
+                            "--json"])
+    assert len(out["std"]) == 2 and "orm_score" in out["curves"]
+
+
+def test_eval_bon_missing_score_names_file_and_line(capsys):
+    assert main(["eval", "bon", "--samples", SAMPLES, "--score-key", "my_prm", "--json"]) == 2
+    assert "scored_samples.jsonl:1: field 'my_prm'" in capsys.readouterr().err
+
+
+def test_eval_processbench_predictions(capsys, tmp_path):
+    preds = tmp_path / "p.jsonl"
+    rows = [("gsm8k-0", 1), ("gsm8k-1", 1), ("gsm8k-2", -1), ("gsm8k-3", 0), ("math-0", 2),
+            ("math-1", -1)]
+    preds.write_text("".join(json.dumps({"id": i, "prediction": p}) + "\n" for i, p in rows))
+    out = run_json(capsys, ["eval", "processbench", "--predictions", str(preds), "--data",
+                            str(FIXTURES / "processbench"), "--json",
+                            "-o", str(tmp_path / "m.json")])
+    assert out["gsm8k"]["f1"] == 0.5 and out["average_f1"] == pytest.approx(0.75)
+    assert json.loads((tmp_path / "m.json").read_text()) == out
+
+
+def test_eval_processbench_step_scores_and_threshold(capsys):
+    out = run_json(capsys, ["eval", "processbench", "--predictions",
+                            str(FIXTURES / "processbench_scores.jsonl"), "--data",
+                            str(FIXTURES / "processbench"), "--threshold", "0.4", "--json"])
+    assert out["threshold"] == 0.4 and out["math"]["f1"] == 0.0
+
+
+def test_eval_processbench_bad_prediction_names_line(capsys, tmp_path):
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"id": "gsm8k-0", "prediction": 1}\n{"id": "gsm8k-1", "prediction": "x"}\n')
+    argv = ["eval", "processbench", "--predictions", str(preds), "--data",
+            str(FIXTURES / "processbench"), "--json"]
+    assert main(argv) == 2
+    assert "p.jsonl:2: field 'prediction'" in capsys.readouterr().err
+
+
+def test_eval_prmbench_and_steps(capsys, tmp_path):
+    from test_eval_benchmarks import PRMBENCH_SCORES
+
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps({"id": k, "step_scores": v}) + "\n"
+                             for k, v in PRMBENCH_SCORES.items()))
+    out = run_json(capsys, ["eval", "prmbench", "--predictions", str(preds), "--data",
+                            str(FIXTURES / "prmbench.jsonl"), "--json"])
+    assert out["prmscore"] == pytest.approx(0.5 * 8 / 11 + 0.5 * 4 / 7)
+
+    steps = tmp_path / "s.jsonl"
+    steps.write_text('{"step_scores": [0.9, 0.2], "labels": [1, 0]}\n'
+                     '{"step_scores": [0.6, 0.8], "labels": [1, null]}\n')
+    out = run_json(capsys, ["eval", "steps", "--predictions", str(steps), "--json",
+                            "--plot", str(tmp_path / "cal.png")])
+    assert out["auroc"] == 1.0 and out["n_steps"] == 3
+    assert (tmp_path / "cal.png").exists()
+
+
+def test_eval_processbench_model_without_scorer_is_a_clear_error(capsys, tmp_path):
+    pytest.importorskip("prmkit.scoring")
+    import prmkit.scoring
+
+    if hasattr(prmkit.scoring, "Scorer"):
+        pytest.skip("a Scorer is installed")
+    argv = ["eval", "processbench", "--model", str(tmp_path), "--data",
+            str(FIXTURES / "processbench"), "--json"]
+    assert main(argv) == 2
+    assert "prmkit.scoring.Scorer" in capsys.readouterr().err

@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+
+from prmkit.selection import (
+    AnswerClusterer,
+    best_of_n,
+    cluster_answers,
+    majority_vote,
+    normalize_answer,
+    weighted_vote,
+)
+
+
+def numeric_equal(a: str, b: str) -> bool:
+    """A stand-in grader: numbers compare by value, else string equality."""
+    try:
+        return abs(float(eval(a, {})) - float(eval(b, {}))) < 1e-9
+    except Exception:
+        return a == b
+
+
+def test_normalize_answer_fast_path():
+    assert normalize_answer(" \\boxed{\\dfrac{1}{2}} ") == normalize_answer("$\\frac{1}{2}$")
+
+
+def test_clusters_use_grader_equivalence_not_string_equality():
+    answers = ["0.5", "1/2", "2/4", "3", " 3 ", None, "x"]
+    assert cluster_answers(answers, numeric_equal) == [0, 0, 0, 1, 1, -1, 2]
+
+
+def test_cache_grades_each_distinct_pair_once():
+    calls = []
+
+    def grader(a, b):
+        calls.append((a, b))
+        return numeric_equal(a, b)
+
+    c = AnswerClusterer(grader)
+    c.cluster(["1/2", "0.5", "7"] * 20)
+    first = len(calls)
+    assert first == c.grader_calls == 2  # (0.5, 1/2) and (7, 1/2), once each
+    c.cluster(["1/2", "0.5", "7"] * 5)
+    assert len(calls) == first  # served from the cache
+    c.cluster(["0.5", "1/2"])  # reversed pair: reused, equivalence is symmetric
+    assert len(calls) == first
+
+
+def test_best_of_n_ties_and_nan():
+    assert best_of_n([0.1, 0.9, 0.9]) == 1
+    assert best_of_n([float("nan"), 0.2]) == 1
+    picks = {best_of_n([0.9, 0.9, 0.1], np.random.default_rng(s)) for s in range(30)}
+    assert picks == {0, 1}
+    with pytest.raises(ValueError):
+        best_of_n([])
+
+
+def test_majority_vote_counts_equivalent_answers_together():
+    answers = ["3", "1/2", "0.5", "3.0", "2/4", None]
+    # string majority would be "3" (once as 3 and once as 3.0 -> 2), grader majority is 1/2 (3)
+    assert answers[majority_vote(answers, clusterer=AnswerClusterer(numeric_equal))] == "1/2"
+
+
+def test_weighted_vote_sums_scores_per_answer_class():
+    answers = ["1", "2", "2", "1.0"]
+    scores = [0.9, 0.5, 0.5, 0.2]
+    i = weighted_vote(answers, scores, clusterer=AnswerClusterer(numeric_equal))
+    assert i == 0  # class "1": 1.1 > class "2": 1.0; representative = best-scored member
+    assert majority_vote(["1", "2", "2"], clusterer=AnswerClusterer(numeric_equal)) == 1
+    with pytest.raises(ValueError):
+        weighted_vote(answers, [0.1, -1, 0.2, 0.3])
+
+
+def test_default_clustering_uses_prmkit_grading():
+    pytest.importorskip("prmkit.grading")
+    assert cluster_answers(["1/2", "0.5", "\\frac{1}{2}", "3", None]) == [0, 0, 0, 1, -1]

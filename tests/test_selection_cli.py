@@ -1,0 +1,34 @@
+import json
+from pathlib import Path
+
+from prmkit.cli import main
+
+SAMPLES = str(Path(__file__).parent / "fixtures" / "eval" / "scored_samples.jsonl")
+
+
+def select(tmp_path, *extra) -> list[dict]:
+    out = tmp_path / "chosen.jsonl"
+    assert main(["select", "--input", SAMPLES, "--grader", "exact", "-o", str(out), *extra]) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_select_best_skips_answerless_samples(tmp_path):
+    chosen = select(tmp_path, "--score-key", "prm_score")
+    # p1: the 0.99 sample has no answer, so 0.9 wins; p2: 0.8
+    assert [c["prm_score"] for c in chosen] == [0.9, 0.8]
+    assert chosen[0]["selection"]["candidates"] == 4
+
+
+def test_select_majority_and_weighted(tmp_path):
+    chosen = select(tmp_path, "--score-key", "prm_score", "--method", "majority")
+    assert chosen[1]["answer"] == "8"  # two votes for 8 against one for 7
+    chosen = select(tmp_path, "--score-key", "orm_score", "--method", "weighted")
+    assert chosen[1]["answer"] == "8" and chosen[1]["orm_score"] == 0.7  # 1.0 vs 0.1
+
+
+def test_select_keeps_existing_output_on_error(tmp_path):
+    out = tmp_path / "chosen.jsonl"
+    out.write_text("previous\n")
+    argv = ["select", "--input", SAMPLES, "--score-key", "missing", "-o", str(out)]
+    assert main(argv) == 2
+    assert out.read_text() == "previous\n"
