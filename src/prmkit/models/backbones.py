@@ -102,16 +102,21 @@ TINY_CORPUS = [
 ]
 
 
-def train_tokenizer(corpus: list[str], vocab_size: int = 400):
+def train_tokenizer(corpus: list[str], vocab_size: int = 400, split_digits: bool = False):
     """A byte-level BPE tokenizer trained on `corpus`, wrapped for transformers.
 
-    Byte-level so any text encodes; `+`, `-` and `0` are single tokens.
+    Byte-level so any text encodes; `+`, `-` and `0` are single tokens. split_digits
+    gives every digit its own token (easier arithmetic for small models).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if split_digits else byte_level
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>"],

@@ -5,7 +5,8 @@
     step_probs = scorer.score([(problem, steps), ...])    # P(correct) per step, input order
     scorer.score_file("samples.jsonl", "scored.jsonl", resume=True)
 
-Names are imported lazily so that `import prmkit.scoring.aggregate` stays cheap.
+The aggregation function lives in `prmkit.scoring.aggregate` (the module of the same
+name); names here are imported lazily so that importing that module stays cheap.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ _EXPORTS = {
     "score_steps": "scorer",
     "score_file": "files",
     "ScoreFileReport": "files",
-    "aggregate": "aggregate",
     "aggregate_many": "aggregate",
     "Aggregation": "aggregate",
     "AGGREGATIONS": "aggregate",

@@ -168,7 +168,7 @@ def apply_override(d: dict, item: str) -> None:
 
 
 def _unknown_key(key: str, known, where: str) -> PrmkitError:
-    close = difflib.get_close_matches(key, list(known), n=1)
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.4)
     hint = f" (did you mean '{where}{close[0]}'?)" if close else ""
     return PrmkitError(f"unknown config key '{where}{key}'{hint}")
 

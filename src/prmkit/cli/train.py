@@ -1,0 +1,36 @@
+"""`prmkit train --config RECIPE.yaml [key=value ...]`: train a PRM or ORM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a process or outcome reward model from a YAML recipe",
+        description="Train a reward model. Overrides use dotted keys, e.g. "
+        "lr=1e-4 lora.r=8 model.step_format.max_length=1024 data.max_problems=20. "
+        "Multi-GPU: accelerate launch -m prmkit.cli train --config ...",
+    )
+    p.add_argument("--config", required=True, help="YAML recipe (see recipes/)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from prmkit.training.reward_config import RewardTrainingConfig
+
+    config = RewardTrainingConfig.from_yaml(args.config, args.overrides)
+    if args.print_config:
+        print(json.dumps(config.to_dict(), indent=2))
+        return 0
+    from prmkit.training.reward_trainer import train
+
+    result = train(config)
+    print(json.dumps({"model": str(result.model_dir), "steps": result.steps, **result.metrics},
+                     indent=2))
+    return 0

@@ -1,0 +1,384 @@
+"""One trainer for process (PRM) and outcome (ORM) reward models, on accelerate.
+
+    from prmkit.training import RewardTrainingConfig, train
+    result = train(RewardTrainingConfig.from_yaml("recipes/tiny_ci.yaml"))
+
+Data become rows (prefix trees, or one sequence per example), rows become token-budget
+micro-batches, and the batch order of each epoch is a seeded permutation, so a run is
+a pure function of (config, step): resuming from a checkpoint replays exactly the rest
+of the uninterrupted run. The loss of one optimizer step is the weighted mean over all
+labels of its micro-batches (and processes), whatever the accumulation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from prmkit.data.io import atomic_write, dumps_line
+from prmkit.errors import PrmkitError
+from prmkit.training import checkpointing as ckpt
+from prmkit.training.batching import Batch, collate, token_batches
+from prmkit.training.packing import PackedRow, pack_examples, unpacked_rows
+from prmkit.training.reward_config import RewardTrainingConfig
+
+METRICS_FILE = "metrics.jsonl"
+MODEL_DIR = "model"
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    model_dir: Path
+    steps: int
+    metrics: dict = field(default_factory=dict)  # last train and eval metrics
+    data: dict = field(default_factory=dict)  # data / packing statistics
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> float:
+    """Area under the ROC curve with sample weights (ties count one half); NaN if one class."""
+    wp, wn = weights * positive, weights * (1 - positive)
+    if wp.sum() == 0 or wn.sum() == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="stable")
+    s, wp, wn = scores[order], wp[order], wn[order]
+    uniq, start = np.unique(s, return_index=True)
+    pos_g = np.add.reduceat(wp, start)
+    neg_g = np.add.reduceat(wn, start)
+    neg_below = np.cumsum(neg_g) - neg_g
+    auc = (pos_g * (neg_below + 0.5 * neg_g)).sum()
+    return float(auc / (wp.sum() * wn.sum()))
+
+
+def top_layer_targets(backbone, k: int, target_modules) -> list[str]:
+    """Full names of the linear modules inside the top k decoder layers (LoRA targets)."""
+    n_layers = backbone.config.get_text_config().num_hidden_layers
+    if k > n_layers:
+        raise PrmkitError(f"lora.top_k_layers={k} but the backbone has {n_layers} layers")
+    keep = {str(i) for i in range(n_layers - k, n_layers)}
+    suffixes = None if target_modules == "all-linear" else (
+        [target_modules] if isinstance(target_modules, str) else list(target_modules))
+    names = []
+    for name, module in backbone.named_modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        parts = name.split(".")
+        if "layers" not in parts or parts[parts.index("layers") + 1] not in keep:
+            continue
+        if suffixes is None or any(name.endswith(s) for s in suffixes):
+            names.append(name)
+    if not names:
+        raise PrmkitError(f"no linear modules matched {target_modules!r} in the top {k} layers")
+    return names
+
+
+class RewardTrainer:
+    def __init__(self, config: RewardTrainingConfig, model=None,
+                 step_callback: Callable[[int, dict], None] | None = None):
+        config.validate()
+        self.config = config
+        self.step_callback = step_callback
+        self._model = model
+        self.data_stats: dict = {}
+
+    # ---- setup --------------------------------------------------------------------------
+    def _accelerator(self):
+        from accelerate import Accelerator
+
+        cfg = self.config
+        cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise PrmkitError("device=cuda but no CUDA device is available")
+        return Accelerator(cpu=cpu, mixed_precision="no")
+
+    def build_model(self):
+        from prmkit.models.reward_model import StepRewardModel
+
+        cfg = self.config
+        seed_everything(cfg.seed)
+        model = self._model or StepRewardModel.from_backbone(cfg.backbone, config=cfg.model)
+        if cfg.lora.enabled:
+            targets = cfg.lora.target_modules
+            if cfg.lora.top_k_layers:
+                targets = top_layer_targets(model.backbone, cfg.lora.top_k_layers, targets)
+            model.apply_lora(r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout,
+                             target_modules=targets)
+        return model
+
+    def build_rows(self, examples, encoder) -> list[PackedRow]:
+        cfg = self.config
+        mc = cfg.model
+        packing = cfg.packing
+        if packing == "auto":
+            problems = {ex.problem for ex in examples}
+            packing = "tree" if len(problems) < len(examples) else "none"
+        self.packing_used = packing
+        if packing == "tree":
+            return pack_examples(examples, encoder, cfg.effective_row_tokens, mc.num_classes,
+                                 mc.objective, cfg.label_weighting)
+        return unpacked_rows(examples, encoder, mc.num_classes, mc.objective)
+
+    # ---- training -----------------------------------------------------------------------
+    def train(self) -> TrainResult:
+        from prmkit.training.dataset import prepare
+
+        cfg = self.config
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        acc = self._accelerator()
+        self.accelerator = acc
+        out = Path(cfg.output_dir)
+        resume_from = ckpt.latest_checkpoint(out) if cfg.resume else None
+        if acc.is_main_process:
+            out.mkdir(parents=True, exist_ok=True)
+            if not cfg.resume and ckpt.latest_checkpoint(out) is not None:
+                raise PrmkitError(f"{out} already holds checkpoints; set resume=true to continue "
+                                  "or choose another output_dir")
+            with atomic_write(out / "config.json", "w") as f:
+                f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
+
+        loaded: Counter = Counter()
+        train_ex, eval_ex = prepare(cfg.data, cfg.model.objective, cfg.seed, loaded)
+        self.data_stats.update(loaded)
+        model = self.build_model()
+        encoder = model.encoder
+        t0 = time.perf_counter()
+        train_rows = self.build_rows(train_ex, encoder)
+        eval_rows = self.build_rows(eval_ex, encoder) if eval_ex else []
+        self.data_stats.update({
+            "packing": self.packing_used,
+            "train_rows": len(train_rows),
+            "train_tokens": sum(len(r) for r in train_rows),
+            "train_labels": sum(r.num_labels for r in train_rows),
+            "train_label_sources": sum(len(s) for r in train_rows for s in r.sources),
+            "rows_seconds": round(time.perf_counter() - t0, 2),
+        })
+        if not train_rows:
+            raise PrmkitError("no labelled steps fit in model.step_format.max_length")
+        batches = token_batches([len(r) for r in train_rows], cfg.batch_tokens)
+        world, rank = acc.num_processes, acc.process_index
+        per_window = cfg.grad_accum * world
+        usable = len(batches) - (len(batches) % world if world > 1 else 0)
+        if usable == 0:
+            raise PrmkitError(f"{len(batches)} batches for {world} processes: need more data")
+        steps_per_epoch = math.ceil(usable / per_window)
+        total_steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * steps_per_epoch))
+        self.data_stats.update({"batches_per_epoch": usable, "steps_per_epoch": steps_per_epoch,
+                                "total_steps": total_steps})
+
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        scheduler = self._scheduler(optimizer, total_steps)
+        model.train()
+        model, optimizer = acc.prepare(model, optimizer)
+        raw = acc.unwrap_model(model)
+        self._trained_model = model
+
+        start_step = 0
+        if resume_from is not None:
+            start_step = ckpt.load_checkpoint(resume_from, raw, optimizer, scheduler)
+            acc.print(f"resumed from {resume_from} (step {start_step})")
+        elif cfg.resume:
+            acc.print(f"resume=true but {out} has no checkpoint: starting from scratch")
+        metrics_path = out / METRICS_FILE
+        if acc.is_main_process:
+            self._trim_metrics(metrics_path, start_step)
+
+        pad_id = raw.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = raw.tokenizer.eos_token_id or 0
+        device = acc.device
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+        last: dict = {}
+        progress = self._progress(total_steps, start_step)
+        window_tokens = window_labels = 0
+        step_t0 = time.perf_counter()
+        tokens_since, labels_since, t_since = 0, 0, time.perf_counter()
+        step = start_step
+        try:
+            while step < total_steps:
+                epoch, idx = divmod(step, steps_per_epoch)
+                order = self._epoch_order(epoch, len(batches))[:usable]
+                window = order[idx * per_window:(idx + 1) * per_window]
+                mine = window[rank::world]
+                total_w = sum(float(np.sum(train_rows[r].weights)) for b in window
+                              for r in batches[b])
+                loss_sum = 0.0
+                for j, b in enumerate(mine):
+                    batch = collate([train_rows[r] for r in batches[b]], pad_id).to(device)
+                    sync = j == len(mine) - 1
+                    ctx = contextlib.nullcontext() if sync else acc.no_sync(model)
+                    with ctx:
+                        with autocast:
+                            logits = model(batch.input_ids, batch.label_positions,
+                                           batch.attention_mask, batch.position_ids)
+                        per = -(batch.targets * torch.log_softmax(logits.float(), -1)).sum(-1)
+                        loss = (per * batch.weights).sum() / max(total_w, 1e-8) * world
+                        acc.backward(loss)
+                    loss_sum += loss.item() / world
+                    window_tokens += batch.num_tokens
+                    window_labels += batch.num_sources
+                if cfg.max_grad_norm:
+                    acc.clip_grad_norm_(params, cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                tokens_since += window_tokens
+                labels_since += window_labels
+                window_tokens = window_labels = 0
+                last_loss = self._mean_across(loss_sum)
+                now = time.perf_counter()
+                if step % cfg.log_every == 0 or step == total_steps or step == start_step + 1:
+                    dt = max(now - t_since, 1e-9)
+                    tps = self._mean_across(tokens_since / dt) * world
+                    lps = self._mean_across(labels_since / dt) * world
+                    last = {"step": step, "epoch": round(step / steps_per_epoch, 4),
+                            "loss": round(last_loss, 6), "lr": scheduler.get_last_lr()[0],
+                            "tokens_per_s": round(tps, 1), "labels_per_s": round(lps, 2),
+                            "elapsed_s": round(now - step_t0, 2)}
+                    self._log(metrics_path, {"type": "train", **last})
+                    tokens_since, labels_since, t_since = 0, 0, now
+                    if progress is not None:
+                        progress.set_postfix(loss=f"{last_loss:.4f}", tok_s=f"{tps:.0f}")
+                if progress is not None:
+                    progress.update(1)
+                if eval_rows and cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
+                    self._log(metrics_path, {"type": "eval", "step": step,
+                                             **self.evaluate(model, eval_rows, pad_id)})
+                    model.train()
+                if cfg.save_every and step % cfg.save_every == 0 and step < total_steps:
+                    self._save_checkpoint(out, step, raw, optimizer, scheduler)
+                if self.step_callback is not None:
+                    self.step_callback(step, last)
+        finally:
+            if progress is not None:
+                progress.close()
+
+        final_eval = {}
+        if eval_rows:
+            final_eval = self.evaluate(model, eval_rows, pad_id)
+            self._log(metrics_path, {"type": "eval", "step": step, **final_eval})
+        model_dir = out / MODEL_DIR
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            raw.eval()
+            raw.save_pretrained(model_dir, merge_adapter=cfg.save_merged)
+            with atomic_write(out / "data_stats.json", "w") as f:
+                f.write(json.dumps(dict(self.data_stats), indent=2) + "\n")
+        acc.wait_for_everyone()
+        return TrainResult(out, model_dir, step, {"train": last, "eval": final_eval},
+                           dict(self.data_stats))
+
+    # ---- evaluation ---------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, model, rows: Sequence[PackedRow], pad_id: int) -> dict:
+        """Weighted loss, step accuracy (P(correct) >= 0.5 vs target >= 0.5) and AUROC."""
+        from accelerate.utils import gather_object
+
+        acc = self.accelerator
+        raw = acc.unwrap_model(model)
+        raw.eval()
+        batches = token_batches([len(r) for r in rows], self.config.batch_tokens)
+        mine = batches[acc.process_index::acc.num_processes]
+        probs, truth, weights, losses = [], [], [], []
+        autocast = torch.autocast(acc.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
+        for b in mine:
+            batch: Batch = collate([rows[r] for r in b], pad_id).to(acc.device)
+            with autocast:
+                logits = raw(batch.input_ids, batch.label_positions, batch.attention_mask,
+                             batch.position_ids)
+            per = -(batch.targets * torch.log_softmax(logits.float(), -1)).sum(-1)
+            t = batch.targets[:, 0]
+            if raw.config.num_classes == 3 and raw.config.neutral_is_correct:
+                t = t + batch.targets[:, 1]
+            probs.append(raw.correct_probability(logits).cpu().numpy())
+            truth.append(t.cpu().numpy())
+            weights.append(batch.weights.cpu().numpy())
+            losses.append(per.cpu().numpy())
+        parts = gather_object([(probs, truth, weights, losses)])
+        cat = [np.concatenate([a for p in parts for a in p[i]] or [np.zeros(0)]) for i in range(4)]
+        p, t, w, lo = cat
+        if len(p) == 0:
+            return {}
+        pos = (t >= 0.5).astype(np.float64)
+        return {
+            "eval_loss": round(float((lo * w).sum() / w.sum()), 6),
+            "eval_accuracy": round(float((((p >= 0.5) == (pos == 1)) * w).sum() / w.sum()), 6),
+            "eval_auroc": round(weighted_auroc(p.astype(np.float64), pos, w.astype(np.float64)), 6),
+            "eval_labels": int(len(p)),
+        }
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _scheduler(self, optimizer, total_steps: int):
+        from transformers import get_scheduler
+
+        name = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
+        return get_scheduler(name[self.config.schedule], optimizer,
+                             num_warmup_steps=int(self.config.warmup_ratio * total_steps),
+                             num_training_steps=total_steps)
+
+    def _epoch_order(self, epoch: int, n: int) -> list[int]:
+        return np.random.default_rng([self.config.seed, epoch]).permutation(n).tolist()
+
+    def _mean_across(self, value: float) -> float:
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=acc.device)
+        return float(acc.reduce(t, reduction="mean").item())
+
+    def _progress(self, total: int, initial: int):
+        if not self.config.progress or not self.accelerator.is_main_process:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
+
+    def _log(self, path: Path, record: dict) -> None:
+        if self.accelerator.is_main_process:
+            with open(path, "ab") as f:
+                f.write(dumps_line(record))
+
+    def _save_checkpoint(self, out: Path, step: int, raw, optimizer, scheduler) -> None:
+        acc = self.accelerator
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            ckpt.save_checkpoint(out, step, raw, optimizer, scheduler,
+                                 {"time": time.time()}, keep=self.config.keep_checkpoints)
+        acc.wait_for_everyone()
+
+    @staticmethod
+    def _trim_metrics(path: Path, step: int) -> None:
+        """On resume, drop records logged after the checkpoint (they are replayed)."""
+        if not path.is_file():
+            return
+        if step == 0:
+            os.remove(path)
+            return
+        keep = [line for line in path.read_bytes().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        with atomic_write(path, "wb") as f:
+            f.write(b"".join(line + b"\n" for line in keep))
+
+
+def train(config: RewardTrainingConfig, model=None) -> TrainResult:
+    """Train a reward model as configured; see RewardTrainingConfig."""
+    return RewardTrainer(config, model=model).train()

@@ -1,0 +1,294 @@
+"""prmkit.scoring: one-pass step scores, token-budget batching, JSONL files, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from prmkit.cli import main
+from prmkit.data.records import StepExample
+from prmkit.errors import DataError, PrmkitError
+from prmkit.models.backbones import tiny_random
+from prmkit.models.config import RewardModelConfig
+from prmkit.models.formatting import StepFormat
+from prmkit.models.reward_model import StepRewardModel
+from prmkit.scoring import Scorer, score_file, score_steps
+from prmkit.scoring.aggregate import aggregate
+
+FIXTURES = Path(__file__).parent / "fixtures" / "scoring"
+SOLUTIONS = FIXTURES / "solutions.jsonl"
+
+
+def make_model(**config) -> StepRewardModel:
+    backbone, tok = tiny_random(seed=0)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # a wide spread of weights: probabilities far from 0.5
+        for name, p in backbone.named_parameters():
+            if "norm" not in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    model = StepRewardModel.from_backbone(backbone, tok, RewardModelConfig(**config))
+    if model.head is not None:
+        with torch.no_grad():
+            for p in model.head.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return model.eval()
+
+
+def items() -> list[dict]:
+    return [json.loads(line) for line in SOLUTIONS.read_text().splitlines()]
+
+
+def prefix_probs(model, problem, steps) -> list[float]:
+    """The slow reference: one forward pass per step prefix, read at its last token."""
+    out = []
+    for i in range(len(steps)):
+        enc = model.encoder.encode(problem, steps[: i + 1])
+        with torch.no_grad():
+            logits = model(torch.tensor([enc.input_ids]),
+                           torch.tensor([[0, len(enc.input_ids) - 1]]))
+        out.append(model.correct_probability(logits).item())
+    return out
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model()
+
+
+def test_score_steps_one_pass_equals_per_prefix_passes(model):
+    for it in items():
+        got = score_steps(model, it["problem"], it["steps"])
+        assert len(got) == len(it["steps"])
+        assert got == pytest.approx(prefix_probs(model, it["problem"], it["steps"]), abs=1e-5)
+    spread = [p for it in items() for p in score_steps(model, it["problem"], it["steps"])]
+    assert max(spread) - min(spread) > 0.2  # a model that tells steps apart
+    assert next(model.backbone.parameters()).dtype == torch.float32  # left as it was
+
+
+def test_score_steps_keeps_training_mode():
+    m = make_model()
+    m.train()
+    score_steps(m, "What is 2?", ["Two."])
+    assert m.training
+
+
+def test_scorer_batches_in_input_order_under_budget(model):
+    data = items() * 3
+    reference = [score_steps(model, it["problem"], it["steps"]) for it in data]
+    scorer = Scorer(model, token_budget=64, dtype=None)
+    encoded = [scorer.encode(it["problem"], it["steps"]) for it in data]
+    batches = scorer.plan_batches(encoded)
+    assert len(batches) > 3
+    for b in batches:
+        assert b.input_ids.numel() <= 64 or b.input_ids.shape[0] == 1
+        lengths = [len(encoded[i].input_ids) for i in b.rows]
+        assert lengths == sorted(lengths, reverse=True)  # length-sorted
+        if b.attention_mask is not None:  # right padding
+            assert (b.attention_mask[:, 0] == 1).all()
+            assert torch.equal(b.attention_mask.sum(1), torch.tensor(lengths))
+    # rows with no steps never reach the model
+    assert sum(len(b.rows) for b in batches) == sum(1 for it in data if it["steps"])
+    got = scorer.score(data, chunk_size=7)  # chunks smaller than the input as well
+    assert len(got) == len(data)
+    for g, r in zip(got, reference):
+        assert g == pytest.approx(r, abs=1e-5)
+
+
+def test_scorer_accepts_pairs_dicts_and_records(model):
+    it = items()[0]
+    scorer = Scorer(model, dtype=None)
+    as_pair = scorer.score([(it["problem"], it["steps"])])[0]
+    as_record = scorer.score([StepExample(problem=it["problem"], steps=tuple(it["steps"]))])[0]
+    assert as_pair == scorer.score([it])[0] == as_record == scorer.score_many([it])[0]
+    with pytest.raises(PrmkitError, match="cannot score int"):
+        scorer.score([3])
+
+
+def test_scorer_bf16_weight_cast_and_autocast_match_fp32(model):
+    data = items()
+    fp32 = Scorer(make_model(), dtype="fp32").score(data)
+    bf16_model = make_model()
+    bf16 = Scorer(bf16_model, dtype="bf16", token_budget=128).score(data)
+    assert next(bf16_model.backbone.parameters()).dtype == torch.bfloat16
+    auto_model = make_model()
+    auto = Scorer(auto_model, dtype="bf16", autocast=True).score(data)
+    assert next(auto_model.backbone.parameters()).dtype == torch.float32
+    for a, b, c in zip(fp32, bf16, auto):
+        assert b == pytest.approx(a, abs=0.1)  # a random net with wide weights: loose
+        assert c == pytest.approx(a, abs=0.1)
+    with pytest.raises(PrmkitError, match="unknown dtype"):
+        Scorer(make_model(), dtype="int3")
+
+
+def test_three_class_model_gives_class_probabilities():
+    m = make_model(num_classes=3, formulation="head")
+    res = Scorer(m, dtype=None).score_detailed(items())
+    for r, it in zip(res, items()):
+        assert len(r.step_probs) == len(r.class_probs) == len(it["steps"])
+        for p, c in zip(r.step_probs, r.class_probs):
+            assert sum(c) == pytest.approx(1.0, abs=1e-6)
+            assert p == pytest.approx(c[0] + c[1], abs=1e-6)  # neutral counts as correct
+
+
+def test_zero_steps_truncation_and_long_prompt():
+    m = make_model()
+    m.config.step_format = StepFormat(max_length=24)
+    m._encoder = None
+    scorer = Scorer(m, dtype=None)
+    long_steps = ["Let x be a number.", "Then 2x + 3 = 11, so x = 4.", "The answer is 4."]
+    res = scorer.score_detailed([("2+2?", []), ("2+2?", long_steps), ("2+2? " * 20, ["Four."])])
+    assert res[0].step_probs == [] and res[0].truncated == 0
+    assert res[1].step_probs[0] is not None and res[1].step_probs[1:] == [None, None]
+    assert res[1].truncated == 2
+    assert res[2].step_probs == [None] and res[2].truncated == 1  # the prompt alone is too long
+
+
+def test_orm_scores_once_at_the_end():
+    prm, orm = make_model(), make_model(objective="orm")
+    data = items()
+    prm_scores = Scorer(prm, dtype=None).score(data)
+    orm_scores = Scorer(orm, dtype=None).score(data)
+    for p, o, it in zip(prm_scores, orm_scores, data):
+        if it["steps"]:
+            assert o == pytest.approx(p[-1:], abs=1e-6)
+        else:
+            assert o == []
+
+
+# ---- files --------------------------------------------------------------------------------
+def read_jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def test_score_file_writes_input_plus_scores(tmp_path, model):
+    out = tmp_path / "scored.jsonl"
+    scorer = Scorer(model, dtype=None)
+    report = score_file(scorer, SOLUTIONS, out, progress=False)
+    rows = read_jsonl(out)
+    assert report.scored == len(rows) == 5 and report.skipped == 0
+    assert [r["id"] for r in rows] == ["a", "b", "empty", "d", "e"]
+    assert rows[1]["source"] == "hand-written"  # other input fields are kept
+    for r in rows:
+        assert r["step_scores"] == pytest.approx(score_steps(model, r["problem"], r["steps"]),
+                                                 abs=1e-6)
+        assert r["score"] == pytest.approx(aggregate(r["step_scores"], "prod"))
+        assert "truncated_steps" not in r
+    assert rows[2]["step_scores"] == [] and rows[2]["score"] == 1.0
+    score_file(scorer, SOLUTIONS, out, aggregation="min", overwrite=True, progress=False)
+    assert [r["score"] for r in read_jsonl(out)][:2] == [min(rows[0]["step_scores"]),
+                                                         min(rows[1]["step_scores"])]
+
+
+def test_score_file_openai_schema_three_classes(tmp_path):
+    m = make_model(num_classes=3)
+    out = tmp_path / "scored.jsonl"
+    score_file(Scorer(m, dtype=None), FIXTURES / "openai_samples.jsonl", out, progress=False)
+    rows = read_jsonl(out)
+    assert len(rows) == 2
+    assert rows[0]["prm_score"] == 0.8 and rows[0]["rating_probs"][0]["1"] == 0.9  # kept
+    for r in rows:
+        assert len(r["step_scores"]) == len(r["step_rating_probs"]) == 2
+        for p, c in zip(r["step_scores"], r["step_rating_probs"]):
+            assert set(c) == {"1", "0", "-1"}
+            assert p == pytest.approx(c["1"] + c["0"], abs=1e-6)
+
+
+def test_score_file_truncated_steps_are_null(tmp_path, caplog):
+    m = make_model()
+    m.config.step_format = StepFormat(max_length=24)
+    m._encoder = None
+    out = tmp_path / "scored.jsonl"
+    report = score_file(Scorer(m, dtype=None), SOLUTIONS, out, progress=False)
+    rows = {r["id"]: r for r in read_jsonl(out)}
+    cut = rows["e"]
+    assert None in cut["step_scores"] and cut["truncated_steps"] == cut["step_scores"].count(None)
+    scored = [p for p in cut["step_scores"] if p is not None]
+    assert cut["score"] == (pytest.approx(aggregate(scored)) if scored else None)
+    assert report.truncated_steps == sum(r.get("truncated_steps", 0) for r in rows.values()) > 0
+    assert "cut by max_length" in report.summary()
+    assert "cut by max_length=24" in caplog.text
+
+
+def test_score_file_errors_name_file_and_line(tmp_path, model):
+    with pytest.raises(DataError, match=r"bad_steps.jsonl:3: field 'steps'"):
+        score_file(Scorer(model, dtype=None), FIXTURES / "bad_steps.jsonl", tmp_path / "o.jsonl",
+                   progress=False, chunk_size=1)
+    assert len(read_jsonl(tmp_path / "o.jsonl")) == 1  # what was scored before stays
+    bad_json = tmp_path / "bad.jsonl"
+    bad_json.write_text('{"problem": "p", "steps": []}\n{"problem": \n')
+    with pytest.raises(DataError, match=r"bad.jsonl:2: invalid JSON"):
+        score_file(Scorer(model, dtype=None), bad_json, tmp_path / "o2.jsonl", progress=False)
+
+
+def test_score_file_refuses_to_replace_output(tmp_path, model):
+    out = tmp_path / "scored.jsonl"
+    out.write_text("precious\n")
+    with pytest.raises(PrmkitError, match="exists: pass resume"):
+        score_file(Scorer(model, dtype=None), SOLUTIONS, out, progress=False)
+    assert out.read_text() == "precious\n"
+    with pytest.raises(PrmkitError, match="aggregation"):
+        score_file(Scorer(model, dtype=None), SOLUTIONS, tmp_path / "x.jsonl", aggregation="max")
+
+
+def test_score_file_resume_after_interruption(tmp_path, model):
+    scorer = Scorer(model, dtype=None)
+    full = tmp_path / "full.jsonl"
+    score_file(scorer, SOLUTIONS, full, progress=False)
+    lines = full.read_bytes().splitlines(keepends=True)
+    # a run killed after two lines and half of the third
+    part = tmp_path / "part.jsonl"
+    part.write_bytes(lines[0] + lines[1] + lines[2][:20])
+    report = score_file(scorer, SOLUTIONS, part, resume=True, progress=False)
+    assert report.skipped == 2 and report.scored == 3
+    assert [r["id"] for r in read_jsonl(part)] == ["a", "b", "empty", "d", "e"]
+    for a, b in zip(read_jsonl(part), read_jsonl(full)):
+        assert a["step_scores"] == pytest.approx(b["step_scores"], abs=1e-6)
+    again = score_file(scorer, SOLUTIONS, part, resume=True, progress=False)
+    assert again.scored == 0 and again.skipped == 5
+    assert len(read_jsonl(part)) == 5
+
+
+def test_score_file_resume_without_ids_uses_positions(tmp_path, model):
+    scorer = Scorer(model, dtype=None)
+    src = FIXTURES / "openai_samples.jsonl"
+    out = tmp_path / "out.jsonl"
+    score_file(scorer, src, out, progress=False)
+    first = out.read_bytes().splitlines(keepends=True)[0]
+    out.write_bytes(first)
+    report = score_file(scorer, src, out, resume=True, progress=False)
+    assert report.skipped == 1 and report.scored == 1
+    assert [r["answer"] for r in read_jsonl(out)] == ["4", "5"]
+
+
+# ---- CLI ----------------------------------------------------------------------------------
+def test_cli_score(tmp_path, capsys):
+    make_model(num_classes=3, aggregation="min").save_pretrained(tmp_path / "model")
+    out = tmp_path / "out.jsonl"
+    rc = main(["score", "--model", str(tmp_path / "model"), "--input", str(SOLUTIONS),
+               "-o", str(out), "--batch-tokens", "256", "--dtype", "fp32", "--no-progress"])
+    assert rc == 0
+    rows = read_jsonl(out)
+    assert len(rows) == 5 and "scored 5 solutions" in capsys.readouterr().err
+    assert rows[0]["score"] == pytest.approx(min(rows[0]["step_scores"]))  # the model's setting
+    assert all(math.isfinite(p) for r in rows for p in r["step_scores"])
+    rc = main(["score", "--model", str(tmp_path / "model"), "--input", str(SOLUTIONS),
+               "-o", str(out), "--aggregation", "last", "--resume", "--no-progress"])
+    assert rc == 0 and "5 already there" in capsys.readouterr().err
+    rc = main(["score", "--model", str(tmp_path / "model"), "--input", str(SOLUTIONS),
+               "-o", str(out), "--aggregation", "last", "--overwrite", "--no-progress"])
+    assert rc == 0
+    assert read_jsonl(out)[0]["score"] == pytest.approx(read_jsonl(out)[0]["step_scores"][-1])
+
+
+def test_cli_score_errors(tmp_path, capsys):
+    make_model().save_pretrained(tmp_path / "model")
+    rc = main(["score", "--model", str(tmp_path / "model"), "--input",
+               str(FIXTURES / "bad_steps.jsonl"), "-o", str(tmp_path / "o.jsonl"), "--no-progress"])
+    assert rc == 2 and "bad_steps.jsonl:3: field 'steps'" in capsys.readouterr().err
+    rc = main(["score", "--model", str(tmp_path), "--input", str(SOLUTIONS),
+               "-o", str(tmp_path / "o2.jsonl")])
+    assert rc == 2 and "prmkit_config.json is missing" in capsys.readouterr().err
