@@ -5,13 +5,23 @@
     step_probs = scorer.score([(problem, steps), ...])    # P(correct) per step, input order
     scorer.score_file("samples.jsonl", "scored.jsonl", resume=True)
 
-The aggregation function lives in `prmkit.scoring.aggregate` (the module of the same
-name); names here are imported lazily so that importing that module stays cheap.
+The aggregation names (`aggregate`, `aggregate_many`, `Aggregation`, `AGGREGATIONS`) are
+re-exported from `prmkit.scoring.aggregate`; the scorer names are imported lazily, so
+that `import prmkit.scoring` does not load torch.
 """
 
 from __future__ import annotations
 
 import importlib
+
+# Eager: the function `aggregate` shares its name with its module, which a lazy lookup
+# would return once the module has been imported.
+from prmkit.scoring.aggregate import (  # noqa: F401 (re-exported)
+    AGGREGATIONS,
+    Aggregation,
+    aggregate,
+    aggregate_many,
+)
 
 _EXPORTS = {
     "Scorer": "scorer",
@@ -19,12 +29,9 @@ _EXPORTS = {
     "score_steps": "scorer",
     "score_file": "files",
     "ScoreFileReport": "files",
-    "aggregate_many": "aggregate",
-    "Aggregation": "aggregate",
-    "AGGREGATIONS": "aggregate",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "AGGREGATIONS", "Aggregation", "aggregate", "aggregate_many"])
 
 
 def __getattr__(name: str):

@@ -95,16 +95,18 @@ class Scorer:
     the classification head stays fp32); None leaves the model as it is. With
     autocast=True the weights are kept and the forward runs under torch.autocast instead.
     token_budget: the most tokens (padding included) in one forward pass.
+    max_padding: a row joins a batch only if it needs at most this fraction of padding.
     """
 
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
                  device: str | torch.device | None = None, autocast: bool = False,
-                 max_batch_size: int | None = None):
+                 max_batch_size: int | None = None, max_padding: float = 0.15):
         if token_budget < 1:
             raise PrmkitError(f"token_budget must be positive, got {token_budget}")
         self.model = model.eval()
         self.token_budget = int(token_budget)
         self.max_batch_size = max_batch_size
+        self.max_padding = max_padding
         self.dtype = parse_dtype(dtype)
         if device is not None:
             self.model.to(device)
@@ -150,14 +152,17 @@ class Scorer:
         return Encoded(ids, positions, slots, num_slots)
 
     def plan_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
-        """Length-sorted batches whose padded size stays within the token budget."""
+        """Length-sorted batches whose padded size stays within the token budget; a row is
+        never padded by more than `max_padding` of the batch's longest row."""
         order = sorted((i for i, e in enumerate(encoded) if e.label_positions),
                        key=lambda i: -len(encoded[i].input_ids))
         batches, group = [], []
         for i in order:
-            longest = len(encoded[group[0]].input_ids) if group else len(encoded[i].input_ids)
+            length = len(encoded[i].input_ids)
+            longest = len(encoded[group[0]].input_ids) if group else length
             full = self.max_batch_size is not None and len(group) >= self.max_batch_size
-            if group and (full or (len(group) + 1) * longest > self.token_budget):
+            too_short = longest - length > self.max_padding * longest
+            if group and (full or too_short or (len(group) + 1) * longest > self.token_budget):
                 batches.append(self._collate(group, encoded))
                 group = []
             group.append(i)

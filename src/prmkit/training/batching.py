@@ -34,16 +34,19 @@ def is_plain(row: PackedRow) -> bool:
     return len(row.segment_parent) == 1
 
 
-def token_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+def token_batches(lengths: Sequence[int], batch_tokens: int,
+                  max_rows: int | None = None) -> list[list[int]]:
     """Group row indices by length so that rows * longest row <= batch_tokens (padding
-    stays small). A row longer than the budget gets a batch of its own."""
+    stays small), with at most max_rows rows. A row longer than the budget gets a batch
+    of its own."""
     order = np.argsort(np.asarray(lengths), kind="stable")
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
     for i in order.tolist():
         n = lengths[i]
-        if current and max(longest, n) * (len(current) + 1) > batch_tokens:
+        full = max_rows is not None and len(current) >= max_rows
+        if current and (full or max(longest, n) * (len(current) + 1) > batch_tokens):
             batches.append(current)
             current, longest = [], 0
         current.append(i)

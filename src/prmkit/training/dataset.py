@@ -68,23 +68,24 @@ def _gold_table(cfg: DataConfig) -> dict[str, str]:
 
 
 def _orm_examples(stream, options, report, cfg: DataConfig, stats: Counter) -> list[StepExample]:
-    from prmkit.data.policies import apply_policy, normalize_problem
+    from prmkit.data.policies import apply_policy, load_holdout, normalize_problem
     from prmkit.grading import grade_many
 
     gold_of = _gold_table(cfg)
+    holdout = load_holdout(options.holdout_path) if options.holdout_path else set()
     pending: list[tuple[StepExample, str | None]] = []
     for record in stream:
         gold = None
         if isinstance(record, LabelledSolution):
             gold = record.problem.answer or gold_of.get(normalize_problem(record.problem.text))
-        for ex in apply_policy([record], options, report):
+        for ex in apply_policy([record], options, report, holdout=holdout):
             if ex.outcome is not None or _is_final(ex):
                 pending.append((ex, gold if ex.outcome is None else None))
     to_grade = [(i, ex, g) for i, (ex, g) in enumerate(pending) if g is not None]
     grades = grade_many([(list(ex.steps), g) for _, ex, g in to_grade], progress=False) if to_grade else []
     verdict = {i: gr.correct for (i, _, _), gr in zip(to_grade, grades)}
     out = []
-    for i, (ex, gold) in enumerate(pending):
+    for i, (ex, _gold) in enumerate(pending):
         outcome = ex.outcome
         if outcome is None and verdict.get(i) is not None:
             outcome = float(verdict[i])

@@ -291,10 +291,8 @@ def pack_units(units: Iterable[Unit], row_tokens: int) -> list[PackedRow]:
     free: list[int] = []
     for unit in sorted(units, key=lambda u: -u.num_tokens):
         n = unit.num_tokens
-        for i, room in enumerate(free):
-            if n <= room:
-                break
-        else:
+        i = next((j for j, room in enumerate(free) if n <= room), None)
+        if i is None:
             rows.append(PackedRow([], [], [], [], [], [], [], []))
             free.append(row_tokens)
             i = len(rows) - 1

@@ -57,6 +57,7 @@ class RewardTrainingConfig:
     epochs: float = 1.0
     max_steps: int | None = None  # optimizer steps; overrides epochs
     batch_tokens: int = 8192  # tokens per micro-batch (rows x padded length)
+    max_rows: int | None = None  # at most this many rows (sequences) per micro-batch
     grad_accum: int = 1
     max_grad_norm: float | None = 1.0
     packing: Literal["auto", "tree", "none"] = "auto"  # auto: trees when prefixes are shared
@@ -87,6 +88,7 @@ class RewardTrainingConfig:
         need(self.epochs > 0, f"epochs must be positive, got {self.epochs}")
         need(self.max_steps is None or self.max_steps > 0, "max_steps must be positive")
         need(self.batch_tokens > 0, "batch_tokens must be positive")
+        need(self.max_rows is None or self.max_rows >= 1, "max_rows must be at least 1")
         need(self.grad_accum >= 1, "grad_accum must be at least 1")
         need(0.0 <= self.data.eval_fraction < 1.0, "data.eval_fraction must lie in [0, 1)")
         need(0.0 <= self.warmup_ratio < 1.0, "warmup_ratio must lie in [0, 1)")
@@ -96,7 +98,7 @@ class RewardTrainingConfig:
              f"packing must be auto, tree or none, got {self.packing!r}")
         need(self.label_weighting in ("count", "unique"),
              f"label_weighting must be count or unique, got {self.label_weighting!r}")
-        need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda")
+        need(self.device in ("auto", "cpu", "cuda"), "device must be auto, cpu or cuda")
         need(self.data.outcome_fallback in ("rating", "none"),
              "data.outcome_fallback must be rating or none")
         need(self.lora.top_k_layers is None or self.lora.top_k_layers > 0,

@@ -172,7 +172,7 @@ class RewardTrainer:
         })
         if not train_rows:
             raise PrmkitError("no labelled steps fit in model.step_format.max_length")
-        batches = token_batches([len(r) for r in train_rows], cfg.batch_tokens)
+        batches = token_batches([len(r) for r in train_rows], cfg.batch_tokens, cfg.max_rows)
         world, rank = acc.num_processes, acc.process_index
         per_window = cfg.grad_accum * world
         usable = len(batches) - (len(batches) % world if world > 1 else 0)
@@ -296,7 +296,8 @@ class RewardTrainer:
         acc = self.accelerator
         raw = acc.unwrap_model(model)
         raw.eval()
-        batches = token_batches([len(r) for r in rows], self.config.batch_tokens)
+        batches = token_batches([len(r) for r in rows], self.config.batch_tokens,
+                                self.config.max_rows)
         mine = batches[acc.process_index::acc.num_processes]
         probs, truth, weights, losses = [], [], [], []
         autocast = torch.autocast(acc.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)

@@ -1,0 +1,39 @@
+"""Two CPU processes (accelerate launch, gloo) end where one process with the same
+optimizer batches ends: the loss is normalised over all processes' labels."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "tiny_ci.yaml"
+COMMON = ["max_steps=3", "eval_every=0", "save_every=0", "data.eval_fraction=0",
+          "progress=false", "lr=0.005", "num_threads=1"]
+
+
+def _run(cmd: list[str]) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_match_one_process_with_accumulation(tmp_path):
+    launcher = Path(sys.executable).with_name("accelerate")
+    one, two = tmp_path / "one", tmp_path / "two"
+    # 1 process x 2 accumulated micro-batches == 2 processes x 1 micro-batch
+    _run([sys.executable, "-m", "prmkit.cli", "train", "--config", str(RECIPE), *COMMON,
+          "grad_accum=2", "batch_tokens=256", f"output_dir={one}"])
+    _run([str(launcher), "launch", "--num_processes", "2", "--cpu", "--num_machines", "1",
+          "--mixed_precision", "no", "--dynamo_backend", "no",
+          "-m", "prmkit.cli", "train", "--config", str(RECIPE), *COMMON,
+          "grad_accum=1", "batch_tokens=256", f"output_dir={two}"])
+    a = load_file(str(one / "model" / "model.safetensors"))
+    b = load_file(str(two / "model" / "model.safetensors"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
+    assert (two / "metrics.jsonl").read_text().count('"type":"train"') >= 1
