@@ -152,8 +152,8 @@ def rates(r: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problems", type=int, default=3)
-    ap.add_argument("--sample", type=int, default=16, help="candidates for the unpacked runs")
+    ap.add_argument("--problems", type=int, default=10)
+    ap.add_argument("--sample", type=int, default=32, help="candidates for the unpacked runs")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=1e-4)

@@ -17,7 +17,7 @@ def test_orm_examples_from_phase1_are_graded_against_math_answers(shared_data):
     stats = Counter()
     examples = load_examples(cfg.train, cfg, "orm", stats)
     assert examples and all(ex.outcome in (0.0, 1.0) for ex in examples)
-    assert all("# Answer" in ex.steps[-1] for ex in examples)
+    assert all("# Answer" in ex.steps[-1] or "\\boxed" in ex.steps[-1] for ex in examples)
     assert stats["orm_graded"] + stats["orm_from_rating"] == len(examples)
     assert stats["orm_graded"] > 0
     assert {ex.outcome for ex in examples} == {0.0, 1.0}

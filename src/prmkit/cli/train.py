@@ -12,7 +12,7 @@ def register(subparsers) -> None:
         help="train a process or outcome reward model from a YAML recipe",
         description="Train a reward model. Overrides use dotted keys, e.g. "
         "lr=1e-4 lora.r=8 model.step_format.max_length=1024 data.max_problems=20. "
-        "Multi-GPU: accelerate launch -m prmkit.cli train --config ...",
+        "Multi-GPU: accelerate launch -m prmkit.cli.train --config ...",
     )
     p.add_argument("--config", required=True, help="YAML recipe (see recipes/)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
@@ -34,3 +34,11 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({"model": str(result.model_dir), "steps": result.steps, **result.metrics},
                      indent=2))
     return 0
+
+
+if __name__ == "__main__":  # `accelerate launch -m prmkit.cli.train --config ...`
+    import sys
+
+    from prmkit.cli import main
+
+    sys.exit(main(["train", *sys.argv[1:]]))

@@ -244,7 +244,7 @@ class RewardTrainer:
                 tokens_since += window_tokens
                 labels_since += window_labels
                 window_tokens = window_labels = 0
-                last_loss = self._mean_across(loss_sum)
+                last_loss = self._mean_across(loss_sum) * world  # each rank holds a share
                 now = time.perf_counter()
                 if step % cfg.log_every == 0 or step == total_steps or step == start_step + 1:
                     dt = max(now - t_since, 1e-9)
