@@ -287,3 +287,14 @@ def test_bad_config_values_are_clear_errors():
         RewardModelConfig(objective="outcome")
     with pytest.raises(PrmkitError, match="num_classes must be 2 or 3"):
         RewardModelConfig(num_classes=4)
+
+
+def test_lora_weights_appear_once_in_state_dict():
+    """Regression: the peft wrapper was registered as a submodule, doubling state_dict()."""
+    from prmkit.models.reward_model import StepRewardModel
+
+    model = StepRewardModel.from_backbone("tiny-random")
+    model.apply_lora(r=4)
+    keys = list(model.state_dict())
+    assert not any(k.startswith("_peft_model") for k in keys)
+    assert sum("lora_A" in k for k in keys) > 0

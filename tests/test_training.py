@@ -180,3 +180,20 @@ def test_weighted_auroc_matches_pair_counting():
                 den += w[i] * w[j]
                 num += w[i] * w[j] * ((s[i] > s[j]) + 0.5 * (s[i] == s[j]))
     assert abs(weighted_auroc(s, y, w) - num / den) < 1e-12
+
+
+def test_eval_files_keep_problems_of_the_training_holdout(tmp_path):
+    """Regression: the MATH500 holdout emptied the eval set, as every phase-1 test problem
+    is a MATH500 problem; the holdout is for training data only."""
+    from collections import Counter
+
+    from prmkit.training.dataset import prepare
+    from prmkit.training.reward_config import DataConfig
+
+    holdout = tmp_path / "holdout.jsonl"
+    holdout.write_text(json.dumps({"problem": "Problem 0: add 14 and 15.", "answer": "29"}) + "\n")
+    cfg = DataConfig(train=[str(FIXTURE)], eval=[str(FIXTURE)],
+                     policy={"holdout_path": str(holdout)})
+    train_ex, eval_ex = prepare(cfg, "prm", seed=0, stats=Counter())
+    assert not any(ex.problem == "Problem 0: add 14 and 15." for ex in train_ex)
+    assert any(ex.problem == "Problem 0: add 14 and 15." for ex in eval_ex)

@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from prmkit.demo.run import DemoConfig, run_demo
+    from prmkit.demo.run import DemoConfig, quick_config, run_demo
     from prmkit.errors import PrmkitError
 
     try:
@@ -25,11 +25,7 @@ def run(args: argparse.Namespace) -> int:
         raise PrmkitError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if not seeds:
         raise PrmkitError("--seeds is empty")
-    cfg = DemoConfig(seeds=seeds, progress=not args.no_progress)
-    if args.quick:
-        cfg = DemoConfig(seeds=seeds, train_problems=40, samples_per_train_problem=4,
-                         test_problems=12, samples_per_test_problem=8, pretrain_problems=100,
-                         pretrain_steps=5, hidden_size=32, layers=1, reward_epochs=1.0,
-                         ns=(1, 2, 4, 8), progress=not args.no_progress)
+    cfg = quick_config(seeds) if args.quick else DemoConfig(seeds=seeds)
+    cfg.progress = not args.no_progress
     run_demo(args.out, cfg)
     return 0

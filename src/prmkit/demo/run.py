@@ -19,8 +19,8 @@ import torch
 
 from prmkit.demo import world
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
-from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
 from prmkit.evaluation import auroc as step_auroc
+from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
 from prmkit.evaluation.bon import ProblemPool
 from prmkit.evaluation.processbench import first_error_index, subset_metrics
 from prmkit.evaluation.report import write_report
@@ -35,20 +35,29 @@ from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig, train
 @dataclass
 class DemoConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
-    train_problems: int = 600
-    samples_per_train_problem: int = 16
-    test_problems: int = 200
+    difficulty: str = "easy"  # world levels; harder ones need more compute than the demo has
+    train_problems: int = 2000
+    samples_per_train_problem: int = 8
+    test_problems: int = 150
     samples_per_test_problem: int = 64
     pretrain_problems: int = 3000  # correct worked solutions for backbone pretraining
     pretrain_steps: int = 150
     hidden_size: int = 128
     layers: int = 4
-    reward_epochs: float = 2.0
+    reward_steps: int = 250  # optimizer steps for the PRM and for the ORM (matched compute)
     batch_tokens: int = 4096
     lr: float = 1e-3
     threads: int | None = None
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
+
+
+def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
+    """A seconds-long run of the whole pipeline (smoke tests), not a result."""
+    return DemoConfig(seeds=seeds, train_problems=40, samples_per_train_problem=4,
+                      test_problems=12, samples_per_test_problem=8, pretrain_problems=100,
+                      pretrain_steps=5, hidden_size=32, layers=1, reward_steps=5,
+                      ns=(1, 2, 4, 8))
 
 
 def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: DemoConfig,
@@ -65,7 +74,7 @@ def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg:
         model=model_cfg,
         lora=LoraSection(enabled=False),
         lr=cfg.lr,
-        epochs=cfg.reward_epochs,
+        max_steps=cfg.reward_steps,
         batch_tokens=cfg.batch_tokens,
         output_dir=str(out),
         seed=seed,
@@ -93,9 +102,9 @@ def _solution_score(step_probs: list[float | None]) -> float:
 
 def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
     t0 = time.time()
-    train_set = world.make_problems(cfg.train_problems, seed=10_000 + seed)
-    test_set = world.make_problems(cfg.test_problems, seed=20_000 + seed)
-    pretrain_set = world.make_problems(cfg.pretrain_problems, seed=30_000 + seed)
+    train_set = world.make_problems(cfg.train_problems, seed=10_000 + seed, difficulty=cfg.difficulty)
+    test_set = world.make_problems(cfg.test_problems, seed=20_000 + seed, difficulty=cfg.difficulty)
+    pretrain_set = world.make_problems(cfg.pretrain_problems, seed=30_000 + seed, difficulty=cfg.difficulty)
     train_pools = world.sample_pools(train_set, cfg.samples_per_train_problem, seed=seed)
     test_pools = world.sample_pools(test_set, cfg.samples_per_test_problem, seed=seed + 1)
 
@@ -201,6 +210,21 @@ def verdict(summary: dict) -> str:
         else:
             lines.append(f"{name_a} does NOT beat {name_b} here "
                          f"(gaps {', '.join(f'{100 * g:+.1f}' for g in gaps)} points).")
+    ns = summary["n"]
+    for name, key in (("PRM", "prm"), ("ORM", "orm")):
+        curve = summary[key]
+        k = int(np.argmax(curve))
+        above = [n for n, a, m in zip(ns, curve, summary["majority"]) if a > m]
+        lines.append(f"{name} peaks at N={ns[k]} ({100 * curve[k]:.1f}%)"
+                     + (f" and beats majority vote at N in {above}." if above
+                        else " and never beats majority vote."))
+    ahead = [n for n, a, b in zip(ns, summary["prm"], summary["orm"]) if a > b]
+    lines.append(f"PRM is ahead of ORM at N in {ahead}." if ahead else
+                 "PRM is never ahead of ORM.")
+    if summary["prm"][-1] < max(summary["prm"]):
+        lines.append("Past the peak, the reward models over-optimise: among more samples, "
+                     "the top-scored one is more often a wrong solution that the small "
+                     "model scores confidently, while majority vote keeps improving.")
     lines.append(f"The PRM finds the first wrong step of held-out samples with F1 "
                  f"{summary['first_error_f1']:.3f} (threshold 0.5) and ranks steps with AUROC "
                  f"{summary['step_auroc']:.3f}.")

@@ -35,7 +35,9 @@ class StepRewardModel(nn.Module):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.config = config
-        self._peft_model = None  # set by apply_lora; kept unregistered (shares the backbone)
+        # Set by apply_lora. Kept out of the module tree: it wraps the same backbone, and
+        # registering it would list every weight twice in state_dict().
+        object.__setattr__(self, "_peft_model", None)
         hidden = backbone.config.get_text_config().hidden_size
         c = config.num_classes
         if config.formulation == "token":
@@ -73,7 +75,7 @@ class StepRewardModel(nn.Module):
 
         lora = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
                           target_modules=target_modules, bias="none")
-        self._peft_model = get_peft_model(self.backbone, lora)
+        object.__setattr__(self, "_peft_model", get_peft_model(self.backbone, lora))
 
     @property
     def encoder(self) -> SegmentEncoder:

@@ -29,18 +29,21 @@ def policy_options(cfg: DataConfig):
 
 
 def load_examples(paths: Sequence[str], cfg: DataConfig, objective: str,
-                  stats: Counter | None = None) -> list[StepExample]:
+                  stats: Counter | None = None, holdout: bool = True) -> list[StepExample]:
     """Read files and turn them into StepExamples with the supervision policy.
 
     ORM: an example is a complete solution (its last step carries a final answer); its
     outcome comes from grading that answer against the gold answer (the record's own, or
     one from `gold_answers` files), else, with outcome_fallback="rating", from the label
-    of the final step.
+    of the final step. holdout=False keeps problems of the policy's holdout file (for
+    evaluation files: phase-1 test problems are all MATH500 problems).
     """
     from prmkit.data import apply_policy, read_records
     from prmkit.data.policies import PolicyReport
 
     options = policy_options(cfg)
+    if not holdout:
+        options = dataclasses.replace(options, holdout_path=None)
     stats = stats if stats is not None else Counter()
     out: list[StepExample] = []
     for path in paths:
@@ -148,7 +151,8 @@ def prepare(cfg: DataConfig, objective: str, seed: int, stats: Counter | None = 
     if cfg.eval_examples is not None:
         train, evals = examples, list(cfg.eval_examples)
     elif cfg.eval:
-        train, evals = examples, load_examples(cfg.eval, cfg, objective, stats)
+        evals = load_examples(cfg.eval, cfg, objective, stats, holdout=False)
+        train = examples
     else:
         train, evals = split_by_group(examples, cfg.eval_fraction, seed)
     if not train:

@@ -122,7 +122,8 @@ class RewardTrainer:
                              target_modules=targets)
         return model
 
-    def build_rows(self, examples, encoder) -> list[PackedRow]:
+    def build_rows(self, examples, encoder, weighting: str | None = None) -> list[PackedRow]:
+        """Packed (or plain) rows; `weighting` overrides config.label_weighting."""
         cfg = self.config
         mc = cfg.model
         packing = cfg.packing
@@ -132,7 +133,7 @@ class RewardTrainer:
         self.packing_used = packing
         if packing == "tree":
             return pack_examples(examples, encoder, cfg.effective_row_tokens, mc.num_classes,
-                                 mc.objective, cfg.label_weighting)
+                                 mc.objective, weighting or cfg.label_weighting)
         return unpacked_rows(examples, encoder, mc.num_classes, mc.objective)
 
     # ---- training -----------------------------------------------------------------------
@@ -161,7 +162,11 @@ class RewardTrainer:
         encoder = model.encoder
         t0 = time.perf_counter()
         train_rows = self.build_rows(train_ex, encoder)
-        eval_rows = self.build_rows(eval_ex, encoder) if eval_ex else []
+        # Held-out metrics count every distinct labelled step once, however many
+        # examples share it (a kept prefix step is in every example after it).
+        train_packing = self.packing_used
+        eval_rows = self.build_rows(eval_ex, encoder, "unique") if eval_ex else []
+        self.packing_used = train_packing
         self.data_stats.update({
             "packing": self.packing_used,
             "train_rows": len(train_rows),
