@@ -225,6 +225,17 @@ def cmd_steps(args) -> int:
     from prmkit.evaluation.report import plot_calibration
     from prmkit.evaluation.steps import step_metrics
 
+    if args.model:
+        from prmkit.evaluation.labelled import model_step_metrics
+
+        if not args.data:
+            raise PrmkitError("--model needs --data: a step-labelled file (e.g. PRM800K)")
+        result = model_step_metrics(args.model, args.data, args.format, args.threshold,
+                                    args.bins, args.batch_tokens)
+        if args.plot:
+            plot_calibration(result["calibration"], args.plot)
+        _emit(result, args)
+        return 0
     scores, labels = [], []
     for line, rec in iter_jsonl(args.predictions):
         if not isinstance(rec, dict) or "step_scores" not in rec or "labels" not in rec:
@@ -303,7 +314,13 @@ def register(subparsers) -> None:
     pr.set_defaults(func=cmd_prmbench)
 
     st = sub.add_parser("steps", help="AUROC, accuracy, ECE, first-error accuracy")
-    st.add_argument("--predictions", required=True, help="JSONL of {step_scores, labels}")
+    src = st.add_mutually_exclusive_group(required=True)
+    src.add_argument("--predictions", help="JSONL of {step_scores, labels}")
+    src.add_argument("--model", help="trained model directory, scored on --data")
+    st.add_argument("--data", action="append",
+                    help="with --model: step-labelled file(s), any format prmkit reads")
+    st.add_argument("--format", help="with --model: the data format (default: detected)")
+    st.add_argument("--batch-tokens", type=int, default=4096, help="with --model")
     st.add_argument("--bins", type=int, default=10, help="calibration bins")
     st.add_argument("--plot", help="write a calibration PNG")
     common(st)

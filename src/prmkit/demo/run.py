@@ -151,6 +151,8 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
             fe_preds.append(first_error_index([1.0 if p is None else p for p in probs], 0.5))
 
     ns = list(cfg.ns)
+    top_picks = {"prm": _top_picks(test_set, test_pools, prm_pools),
+                 "orm": _top_picks(test_set, test_pools, orm_pools)}
     prm_curves = bon_curves(prm_pools, ns, estimator="exact", pool_size=None,
                             votes=("majority",), trials=400, seed=seed)
     orm_curves = bon_curves(orm_pools, ns, estimator="exact", pool_size=None, votes=(), seed=seed)
@@ -162,12 +164,29 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
         "majority": prm_curves.accuracy["majority"],
         "pass": prm_curves.accuracy["pass"],
         "first_error": first_error,
+        "top_picks": top_picks,
         "step_auroc": step_auroc(step_probs, step_labels),
         "calibration": calibration_bins(step_probs, step_labels),
         "lm_loss": [lm_losses[0], lm_losses[-1]],
         "train_examples": {"prm": len(prm_examples), "orm": len(orm_examples)},
         "seconds": time.time() - t0,
     }
+
+
+def _top_picks(problems, pools, scored: list[ProblemPool]) -> dict:
+    """What the reward model picks from each whole pool (best-of-64): shares of picks with a
+    right answer, with a right process, and with the problem's systematic trap answer."""
+    right_answer = right_process = trap = 0
+    for prob, pool, sp in zip(problems, pools, scored):
+        checks = [world.check_solution(prob, sol) for sol in pool]
+        answered = [c for c in checks if c.answer is not None]
+        pick = answered[int(np.argmax(sp.scores))]
+        right_answer += pick.final_correct
+        right_process += pick.first_error < 0
+        trap += prob.trap_answer is not None and pick.answer == prob.trap_answer
+    n = max(len(problems), 1)
+    return {"right_answer": right_answer / n, "right_process": right_process / n,
+            "trap_answer": trap / n}
 
 
 def summarise(per_seed: list[dict], ns: list[int], seconds: float) -> dict:
@@ -180,6 +199,10 @@ def summarise(per_seed: list[dict], ns: list[int], seconds: float) -> dict:
         vals = [r["first_error"][key] for r in per_seed]
         out[f"first_error_{key}"] = float(np.mean(vals))
         out[f"first_error_{key}_std"] = float(np.std(vals))
+    for model in ("prm", "orm"):
+        for key in ("right_answer", "right_process", "trap_answer"):
+            out[f"{model}_top_pick_{key}"] = float(
+                np.mean([r["top_picks"][model][key] for r in per_seed]))
     aurocs = [r["step_auroc"] for r in per_seed]
     out["step_auroc"], out["step_auroc_std"] = float(np.mean(aurocs)), float(np.std(aurocs))
     last = -1
@@ -222,9 +245,17 @@ def verdict(summary: dict) -> str:
     lines.append(f"PRM is ahead of ORM at N in {ahead}." if ahead else
                  "PRM is never ahead of ORM.")
     if summary["prm"][-1] < max(summary["prm"]):
-        lines.append("Past the peak, the reward models over-optimise: among more samples, "
-                     "the top-scored one is more often a wrong solution that the small "
-                     "model scores confidently, while majority vote keeps improving.")
+        lines.append(
+            "Past the peak the small reward models over-optimise: the more samples, the "
+            "likelier one wrong solution gets a confident top score. Over whole pools, "
+            f"{100 * summary['prm_top_pick_right_answer']:.0f}% of the PRM's picks have a "
+            f"right answer ({100 * summary['prm_top_pick_right_process']:.0f}% a right "
+            f"process, {100 * summary['prm_top_pick_trap_answer']:.0f}% the problem's "
+            f"systematic trap answer); the ORM's: "
+            f"{100 * summary['orm_top_pick_right_answer']:.0f}% right answer, "
+            f"{100 * summary['orm_top_pick_trap_answer']:.0f}% trap answer. Majority vote "
+            "needs no model and keeps improving; the paper's large models keep improving "
+            "too, which these CPU-sized ones do not.")
     lines.append(f"The PRM finds the first wrong step of held-out samples with F1 "
                  f"{summary['first_error_f1']:.3f} (threshold 0.5) and ranks steps with AUROC "
                  f"{summary['step_auroc']:.3f}.")

@@ -91,3 +91,45 @@ def collate(rows: Sequence[PackedRow], pad_id: int) -> Batch:
         num_tokens=sum(len(r) for r in rows),
         num_sources=sources,
     )
+
+
+@dataclass
+class RowPredictions:
+    """One entry per labelled node of the rows: P(correct), the target's P(correct), the
+    node's weight and its cross-entropy."""
+
+    probs: np.ndarray
+    truth: np.ndarray
+    weights: np.ndarray
+    losses: np.ndarray
+
+
+@torch.no_grad()
+def predict_rows(model, rows: Sequence[PackedRow], pad_id: int, batch_tokens: int,
+                 max_rows: int | None = None, bf16: bool = True,
+                 device: torch.device | str = "cpu", progress: bool = False) -> RowPredictions:
+    """Forward every row (token-budget batches) and read the labelled positions."""
+    from tqdm import tqdm
+
+    device = torch.device(device)
+    model.eval()
+    probs, truth, weights, losses = [], [], [], []
+    batches = token_batches([len(r) for r in rows], batch_tokens, max_rows)
+    for b in tqdm(batches, desc="predicting", unit="batch", disable=not progress):
+        batch = collate([rows[r] for r in b], pad_id).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(batch.input_ids, batch.label_positions, batch.attention_mask,
+                           batch.position_ids)
+        t = batch.targets[:, 0]
+        if model.config.num_classes == 3 and model.config.neutral_is_correct:
+            t = t + batch.targets[:, 1]
+        probs.append(model.correct_probability(logits).cpu().numpy())
+        truth.append(t.cpu().numpy())
+        weights.append(batch.weights.cpu().numpy())
+        losses.append((-(batch.targets * torch.log_softmax(logits.float(), -1)).sum(-1))
+                      .cpu().numpy())
+
+    def cat(parts):
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    return RowPredictions(cat(probs), cat(truth), cat(weights), cat(losses))

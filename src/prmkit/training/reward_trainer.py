@@ -29,7 +29,7 @@ import torch
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
 from prmkit.training import checkpointing as ckpt
-from prmkit.training.batching import Batch, collate, token_batches
+from prmkit.training.batching import collate, predict_rows, token_batches
 from prmkit.training.packing import PackedRow, pack_examples, unpacked_rows
 from prmkit.training.reward_config import RewardTrainingConfig
 
@@ -65,6 +65,17 @@ def weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray
     neg_below = np.cumsum(neg_g) - neg_g
     auc = (pos_g * (neg_below + 0.5 * neg_g)).sum()
     return float(auc / (wp.sum() * wn.sum()))
+
+
+def step_summary(p: np.ndarray, t: np.ndarray, w: np.ndarray, losses: np.ndarray) -> dict:
+    """Weighted eval loss, accuracy (P >= 0.5 against target >= 0.5) and AUROC."""
+    pos = (t >= 0.5).astype(np.float64)
+    return {
+        "eval_loss": round(float((losses * w).sum() / w.sum()), 6),
+        "eval_accuracy": round(float((((p >= 0.5) == (pos == 1)) * w).sum() / w.sum()), 6),
+        "eval_auroc": round(weighted_auroc(p.astype(np.float64), pos, w.astype(np.float64)), 6),
+        "eval_labels": int(len(p)),
+    }
 
 
 def top_layer_targets(backbone, k: int, target_modules) -> list[str]:
@@ -300,37 +311,18 @@ class RewardTrainer:
 
         acc = self.accelerator
         raw = acc.unwrap_model(model)
-        raw.eval()
-        batches = token_batches([len(r) for r in rows], self.config.batch_tokens,
-                                self.config.max_rows)
-        mine = batches[acc.process_index::acc.num_processes]
-        probs, truth, weights, losses = [], [], [], []
-        autocast = torch.autocast(acc.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
-        for b in mine:
-            batch: Batch = collate([rows[r] for r in b], pad_id).to(acc.device)
-            with autocast:
-                logits = raw(batch.input_ids, batch.label_positions, batch.attention_mask,
-                             batch.position_ids)
-            per = -(batch.targets * torch.log_softmax(logits.float(), -1)).sum(-1)
-            t = batch.targets[:, 0]
-            if raw.config.num_classes == 3 and raw.config.neutral_is_correct:
-                t = t + batch.targets[:, 1]
-            probs.append(raw.correct_probability(logits).cpu().numpy())
-            truth.append(t.cpu().numpy())
-            weights.append(batch.weights.cpu().numpy())
-            losses.append(per.cpu().numpy())
-        parts = gather_object([(probs, truth, weights, losses)])
-        cat = [np.concatenate([a for p in parts for a in p[i]] or [np.zeros(0)]) for i in range(4)]
-        p, t, w, lo = cat
-        if len(p) == 0:
+        lengths = [len(r) for r in rows]
+        batches = token_batches(lengths, self.config.batch_tokens, self.config.max_rows)
+        mine = [rows[i] for b in batches[acc.process_index::acc.num_processes] for i in b]
+        pred = predict_rows(raw, mine, pad_id, self.config.batch_tokens, self.config.max_rows,
+                            self.config.bf16, acc.device) if mine else None
+        parts = gather_object([pred])
+        parts = [p for p in parts if p is not None and len(p.probs)]
+        if not parts:
             return {}
-        pos = (t >= 0.5).astype(np.float64)
-        return {
-            "eval_loss": round(float((lo * w).sum() / w.sum()), 6),
-            "eval_accuracy": round(float((((p >= 0.5) == (pos == 1)) * w).sum() / w.sum()), 6),
-            "eval_auroc": round(weighted_auroc(p.astype(np.float64), pos, w.astype(np.float64)), 6),
-            "eval_labels": int(len(p)),
-        }
+        p, t, w, lo = (np.concatenate([getattr(q, f) for q in parts])
+                       for f in ("probs", "truth", "weights", "losses"))
+        return step_summary(p, t, w, lo)
 
     # ---- helpers ------------------------------------------------------------------------
     def _scheduler(self, optimizer, total_steps: int):
