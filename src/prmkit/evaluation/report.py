@@ -6,7 +6,7 @@ import html
 import io
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -111,15 +111,19 @@ def write_report(
     metrics: Mapping,
     plots: Mapping[str, str | os.PathLike] | None = None,
     title: str = "prmkit evaluation report",
+    summary: str | None = None,
+    tables: Mapping[str, Mapping[str, Sequence]] | None = None,
 ) -> dict[str, Path]:
     """Write metrics.json, report.md and report.html into out_dir.
 
-    `plots` maps a caption to a PNG path; images inside out_dir are linked relatively.
-    Returns the written paths by kind.
+    The report shows, in order: `summary` (a paragraph), `tables` ({caption: {"columns":
+    [...], "rows": [[...], ...]}}), the `plots` ({caption: PNG path}; images inside out_dir
+    are linked relatively), then every metric. Returns the written paths by kind.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = plots or {}
+    tables = tables or {}
 
     def rel(p) -> str:
         p = Path(p).resolve()
@@ -129,22 +133,34 @@ def write_report(
             return p.as_posix()
 
     rows = _rows(metrics)
-    md = [f"# {title}", "", "| metric | value |", "| --- | --- |"]
-    md += [f"| {k} | {v.replace('|', '/')} |" for k, v in rows]
-    for caption, p in plots.items():
-        md += ["", f"## {caption}", "", f"![{caption}]({rel(p)})"]
     esc = html.escape
+    md = [f"# {title}", ""]
+    page = [f"<h1>{esc(title)}</h1>"]
+    if summary:
+        md += [summary, ""]
+        page.append(f"<p>{esc(summary)}</p>")
+    for caption, table in tables.items():
+        cols, body_rows = list(table["columns"]), [[_fmt(v) for v in r] for r in table["rows"]]
+        md += [f"## {caption}", "", "| " + " | ".join(cols) + " |",
+               "| " + " | ".join("---" for _ in cols) + " |"]
+        md += ["| " + " | ".join(r) + " |" for r in body_rows] + [""]
+        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+        trs = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>"
+                      for r in body_rows)
+        page.append(f"<h2>{esc(caption)}</h2><table><tr>{head}</tr>{trs}</table>")
+    for caption, p in plots.items():
+        md += [f"## {caption}", "", f"![{caption}]({rel(p)})", ""]
+        page.append(f"<h2>{esc(caption)}</h2><img src=\"{esc(rel(p))}\" alt=\"{esc(caption)}\">")
+    md += ["## All metrics", "", "| metric | value |", "| --- | --- |"]
+    md += [f"| {k} | {v.replace('|', '/')} |" for k, v in rows]
     body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows)
-    figs = "".join(
-        f"<h2>{esc(c)}</h2><img src=\"{esc(rel(p))}\" alt=\"{esc(c)}\">" for c, p in plots.items()
-    )
+    page.append(f"<h2>All metrics</h2><table><tr><th>metric</th><th>value</th></tr>{body}</table>")
     page = (
         "<!doctype html><html><head><meta charset=\"utf-8\">"
         f"<title>{esc(title)}</title><style>body{{font-family:sans-serif;max-width:60em;"
-        "margin:2em auto}table{border-collapse:collapse}td{border:1px solid #ccc;"
+        "margin:2em auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
         "padding:2px 8px;font-family:monospace}img{max-width:100%}</style></head><body>"
-        f"<h1>{esc(title)}</h1><table><tr><th>metric</th><th>value</th></tr>{body}</table>"
-        f"{figs}</body></html>\n"
+        + "".join(page) + "</body></html>\n"
     )
     paths = {"json": out / "metrics.json", "markdown": out / "report.md",
              "html": out / "report.html"}
