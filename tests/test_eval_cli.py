@@ -84,13 +84,8 @@ def test_eval_prmbench_and_steps(capsys, tmp_path):
     assert (tmp_path / "cal.png").exists()
 
 
-def test_eval_processbench_model_without_scorer_is_a_clear_error(capsys, tmp_path):
-    pytest.importorskip("prmkit.scoring")
-    import prmkit.scoring
-
-    if hasattr(prmkit.scoring, "Scorer"):
-        pytest.skip("a Scorer is installed")
+def test_eval_processbench_model_folder_without_config_is_a_clear_error(capsys, tmp_path):
     argv = ["eval", "processbench", "--model", str(tmp_path), "--data",
             str(FIXTURES / "processbench"), "--json"]
     assert main(argv) == 2
-    assert "prmkit.scoring.Scorer" in capsys.readouterr().err
+    assert "prmkit_config.json" in capsys.readouterr().err

@@ -132,13 +132,8 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
 
     Steps cut by the model's max length (None) are never flagged: they count as 1.0.
     """
-    try:
-        from prmkit.scoring import Scorer
-    except ImportError:
-        raise PrmkitError(
-            "--model needs prmkit.scoring.Scorer, which is not available in this install; "
-            "score the items first and pass --predictions"
-        ) from None
+    from prmkit.scoring import Scorer
+
     scorer = Scorer.from_pretrained(model_dir)
     ids = list(problems_and_steps)
     probs = scorer.score([problems_and_steps[i] for i in ids])
