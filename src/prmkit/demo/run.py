@@ -96,6 +96,14 @@ def _score(model_dir: Path, pools: list, problems: list) -> list[list[list[float
     return out
 
 
+def _same_number(a: str, b: str) -> bool:
+    """Answer equivalence in the world: its answers are integers written plainly."""
+    try:
+        return int(a) == int(b)
+    except ValueError:
+        return a.strip() == b.strip()
+
+
 def _solution_score(step_probs: list[float | None]) -> float:
     return float(aggregate([1.0 if p is None else p for p in step_probs], "prod"))
 
@@ -126,7 +134,7 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
     prm_scores = _score(prm_dir, test_pools, test_set)
     orm_scores = _score(orm_dir, test_pools, test_set)
 
-    clusterer = AnswerClusterer(equivalent=lambda a, b: int(a) == int(b))
+    clusterer = AnswerClusterer(equivalent=_same_number)
     prm_pools, orm_pools = [], []
     step_probs, step_labels, fe_labels, fe_preds = [], [], [], []
     for prob, pool, ps, os_ in zip(test_set, test_pools, prm_scores, orm_scores):
