@@ -38,10 +38,10 @@ class DemoConfig:
     difficulty: str = "easy"  # world levels; harder ones need more compute than the demo has
     train_problems: int = 2000
     samples_per_train_problem: int = 8
-    test_problems: int = 150
+    test_problems: int = 120
     samples_per_test_problem: int = 64
     pretrain_problems: int = 3000  # correct worked solutions for backbone pretraining
-    pretrain_steps: int = 150
+    pretrain_steps: int = 130
     hidden_size: int = 128
     layers: int = 4
     reward_steps: int = 250  # optimizer steps for the PRM and for the ORM (matched compute)
@@ -245,11 +245,11 @@ def verdict(summary: dict) -> str:
     for name, key in (("PRM", "prm"), ("ORM", "orm")):
         curve = summary[key]
         k = int(np.argmax(curve))
-        above = [n for n, a, m in zip(ns, curve, summary["majority"]) if a > m]
+        above = [n for n, a, m in zip(ns, curve, summary["majority"]) if a > m + 1e-9]
         lines.append(f"{name} peaks at N={ns[k]} ({100 * curve[k]:.1f}%)"
                      + (f" and beats majority vote at N in {above}." if above
                         else " and never beats majority vote."))
-    ahead = [n for n, a, b in zip(ns, summary["prm"], summary["orm"]) if a > b]
+    ahead = [n for n, a, b in zip(ns, summary["prm"], summary["orm"]) if a > b + 1e-9]
     lines.append(f"PRM is ahead of ORM at N in {ahead}." if ahead else
                  "PRM is never ahead of ORM.")
     if summary["prm"][-1] < max(summary["prm"]):
