@@ -136,7 +136,7 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
 
     scorer = Scorer.from_pretrained(model_dir)
     ids = list(problems_and_steps)
-    probs = scorer.score([problems_and_steps[i] for i in ids])
+    probs = scorer.score([problems_and_steps[i] for i in ids], progress=True)
     return {i: [1.0 if v is None else float(v) for v in p] for i, p in zip(ids, probs)}
 
 

@@ -85,10 +85,11 @@ def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg:
     return train(tcfg, model=model).model_dir
 
 
-def _score(model_dir: Path, pools: list, problems: list) -> list[list[list[float | None]]]:
+def _score(model_dir: Path, pools: list, problems: list,
+           progress: bool) -> list[list[list[float | None]]]:
     scorer = Scorer.from_pretrained(model_dir, dtype=None, token_budget=16384)
     flat = [(p.text, sol) for p, pool in zip(problems, pools) for sol in pool]
-    scores = scorer.score(flat)
+    scores = scorer.score(flat, progress=progress)
     out, k = [], 0
     for pool in pools:
         out.append(scores[k: k + len(pool)])
@@ -131,8 +132,8 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
     orm_dir = _train_reward_model("orm", backbone_dir, orm_examples, work / f"seed{seed}" / "orm",
                                   cfg, seed)
 
-    prm_scores = _score(prm_dir, test_pools, test_set)
-    orm_scores = _score(orm_dir, test_pools, test_set)
+    prm_scores = _score(prm_dir, test_pools, test_set, cfg.progress)
+    orm_scores = _score(orm_dir, test_pools, test_set, cfg.progress)
 
     clusterer = AnswerClusterer(equivalent=_same_number)
     prm_pools, orm_pools = [], []

@@ -215,25 +215,34 @@ class Scorer:
                     out[item].class_probs[slot] = classes[k]
         return out
 
-    def iter_scores(self, items: Iterable[Any], chunk_size: int = 512) -> Iterator[SolutionScores]:
+    def iter_scores(self, items: Iterable[Any], chunk_size: int = 512,
+                    progress: bool = False) -> Iterator[SolutionScores]:
         """Stream `SolutionScores` in input order, sorting and batching `chunk_size` items
         at a time (memory stays bounded for any number of items)."""
-        chunk: list[Any] = []
-        for item in items:
-            chunk.append(item)
-            if len(chunk) >= chunk_size:
+        from tqdm import tqdm
+
+        total = len(items) if hasattr(items, "__len__") else None
+        with tqdm(total=total, desc="scoring", unit="solution", disable=not progress) as bar:
+            chunk: list[Any] = []
+            for item in items:
+                chunk.append(item)
+                if len(chunk) >= chunk_size:
+                    yield from self._score_chunk(chunk)
+                    bar.update(len(chunk))
+                    chunk = []
+            if chunk:
                 yield from self._score_chunk(chunk)
-                chunk = []
-        if chunk:
-            yield from self._score_chunk(chunk)
+                bar.update(len(chunk))
 
-    def score(self, items: Iterable[Any], chunk_size: int = 512) -> list[list[float | None]]:
+    def score(self, items: Iterable[Any], chunk_size: int = 512,
+              progress: bool = False) -> list[list[float | None]]:
         """Per-step P(correct) for each item ((problem, steps) pairs, dicts or records)."""
-        return [s.step_probs for s in self.iter_scores(items, chunk_size)]
+        return [s.step_probs for s in self.iter_scores(items, chunk_size, progress)]
 
-    def score_detailed(self, items: Iterable[Any], chunk_size: int = 512) -> list[SolutionScores]:
+    def score_detailed(self, items: Iterable[Any], chunk_size: int = 512,
+                       progress: bool = False) -> list[SolutionScores]:
         """Like `score`, with the class probabilities of three-class models."""
-        return list(self.iter_scores(items, chunk_size))
+        return list(self.iter_scores(items, chunk_size, progress))
 
     score_many = score
 
