@@ -67,6 +67,9 @@ def test_stats_processbench_subsets(shared_data, capsys):
                               "--json"])
         assert (s["solutions"], s["erroneous"]) == (n, erroneous), subset
         assert s["subsets"] == {subset: n}
+        # One wrong step per erroneous item; every step is counted once.
+        assert s["ratings"]["-1"] == erroneous and s["ratings"]["0"] == 0
+        assert sum(s["ratings"].values()) == s["steps"]
 
 
 @pytest.mark.slow
@@ -247,3 +250,17 @@ def test_fetch_download_verifies_and_explains_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(fetch_mod, "RAW_BASE", "http://127.0.0.1:9/prm800k")
     with pytest.raises(fetch_mod.PrmkitError, match="--from DIR or set \\$PRMKIT_DATA"):
         fetch(tmp_path / "d4", files=specs, timeout=2, log=lambda m: None)
+
+
+def test_stats_processbench_ratings_follow_the_first_error(tmp_path, capsys):
+    items = [
+        {"id": "a", "generator": "g", "problem": "p", "steps": ["s1", "s2", "s3"],
+         "final_answer_correct": False, "label": 1},
+        {"id": "b", "generator": "g", "problem": "q", "steps": ["s1", "s2"],
+         "final_answer_correct": True, "label": -1},
+    ]
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(items))
+    s = run_json(capsys, ["data", "stats", str(path), "--format", "processbench", "--json"])
+    assert s["ratings"] == {"-1": 1, "0": 0, "1": 3, "null": 1}
+    assert (s["steps"], s["erroneous"]) == (5, 1)

@@ -60,6 +60,12 @@ def compute_stats(records: Iterable[Any], format: str) -> dict[str, Any]:
             solutions += 1
             steps += len(rec.steps)
             erroneous += rec.label != -1
+            # Steps before the earliest error are correct, it is wrong, later ones unrated.
+            first = rec.label if rec.label != -1 else len(rec.steps)
+            ratings["1"] += min(first, len(rec.steps))
+            if rec.label != -1:
+                ratings["-1"] += 1
+                ratings["null"] += len(rec.steps) - first - 1
             bump("subsets", rec.subset)
         elif isinstance(rec, PRMBenchItem):
             problems.add(rec.question)
