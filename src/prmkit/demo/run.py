@@ -214,12 +214,9 @@ def summarise(per_seed: list[dict], ns: list[int], seconds: float) -> dict:
                 np.mean([r["top_picks"][model][key] for r in per_seed]))
     aurocs = [r["step_auroc"] for r in per_seed]
     out["step_auroc"], out["step_auroc_std"] = float(np.mean(aurocs)), float(np.std(aurocs))
-    last = -1
-    gap = lambda a, b: [x[last] - y[last] for x, y in  # noqa: E731
-                        zip([r[a] for r in per_seed], [r[b] for r in per_seed])]
-    out["largest_n"] = ns[last]
-    out["prm_minus_orm"] = gap("prm", "orm")
-    out["orm_minus_majority"] = gap("orm", "majority")
+    out["largest_n"] = ns[-1]
+    out["prm_minus_orm"] = [r["prm"][-1] - r["orm"][-1] for r in per_seed]
+    out["orm_minus_majority"] = [r["orm"][-1] - r["majority"][-1] for r in per_seed]
     return out
 
 
@@ -246,11 +243,11 @@ def verdict(summary: dict) -> str:
     for name, key in (("PRM", "prm"), ("ORM", "orm")):
         curve = summary[key]
         k = int(np.argmax(curve))
-        above = [n for n, a, m in zip(ns, curve, summary["majority"]) if a > m + 1e-9]
+        above = [k_n for k_n, a, m in zip(ns, curve, summary["majority"]) if a > m + 1e-9]
         lines.append(f"{name} peaks at N={ns[k]} ({100 * curve[k]:.1f}%)"
                      + (f" and beats majority vote at N in {above}." if above
                         else " and never beats majority vote."))
-    ahead = [n for n, a, b in zip(ns, summary["prm"], summary["orm"]) if a > b + 1e-9]
+    ahead = [k_n for k_n, a, b in zip(ns, summary["prm"], summary["orm"]) if a > b + 1e-9]
     lines.append(f"PRM is ahead of ORM at N in {ahead}." if ahead else
                  "PRM is never ahead of ORM.")
     if summary["prm"][-1] < max(summary["prm"]):
