@@ -56,6 +56,20 @@ def test_eval_processbench_step_scores_and_threshold(capsys):
     assert out["threshold"] == 0.4 and out["math"]["f1"] == 0.0
 
 
+def test_eval_processbench_reads_null_step_scores_from_prmkit_score(capsys, tmp_path):
+    # `prmkit score` writes null for a step cut by max_length: it is never flagged.
+    lines = (FIXTURES / "processbench_scores.jsonl").read_text().splitlines()
+    lines[0] = json.dumps({"id": "gsm8k-0", "step_scores": [0.9, None, 0.1]})
+    preds = tmp_path / "scores.jsonl"
+    preds.write_text("\n".join(lines) + "\n")
+    argv = ["eval", "processbench", "--predictions", str(preds), "--data",
+            str(FIXTURES / "processbench"), "--threshold", "0.4", "--json"]
+    base = run_json(capsys, argv[:3] + [str(FIXTURES / "processbench_scores.jsonl")] + argv[4:])
+    out = run_json(capsys, argv)
+    # gsm8k-0 (label 1) was found at step 1; with that step null the first flag is step 2
+    assert base["gsm8k"]["error_acc"] == 0.5 and out["gsm8k"]["error_acc"] == 0.0
+
+
 def test_eval_processbench_bad_prediction_names_line(capsys, tmp_path):
     preds = tmp_path / "p.jsonl"
     preds.write_text('{"id": "gsm8k-0", "prediction": 1}\n{"id": "gsm8k-1", "prediction": "x"}\n')

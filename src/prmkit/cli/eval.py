@@ -116,8 +116,12 @@ def _read_predictions(path: str, required: tuple[str, ...]) -> dict[str, dict]:
     return out
 
 
-def _float_list(rec: dict, key: str, path: str) -> list[float]:
+def _float_list(rec: dict, key: str, path: str, null_as: float | None = None) -> list[float]:
+    """A list of numbers; with `null_as`, a null (a step `prmkit score` cut by max_length)
+    becomes that value."""
     value = rec[key]
+    if null_as is not None and isinstance(value, list):
+        value = [null_as if v is None else v for v in value]
     if not isinstance(value, list) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in value
     ):
@@ -168,7 +172,7 @@ def cmd_processbench(args) -> int:
                                     "expected a step index (int >= -1)")
                 preds[k] = p
             else:
-                scores[k] = _float_list(rec, "step_scores", args.predictions)
+                scores[k] = _float_list(rec, "step_scores", args.predictions, null_as=1.0)
         if preds and scores:
             raise PrmkitError(f"{args.predictions}: mix of 'prediction' and 'step_scores' lines")
         preds = preds or None
@@ -208,7 +212,7 @@ def cmd_prmbench(args) -> int:
                                     "expected a list of true/false")
                 valid[k] = v
             else:
-                scores = {k: _float_list(rec, "step_scores", args.predictions)}
+                scores = {k: _float_list(rec, "step_scores", args.predictions, null_as=1.0)}
                 valid |= prmbench.valid_from_scores(scores, args.threshold)
     result = prmbench.evaluate(items, valid)
     result["threshold"] = args.threshold
@@ -289,7 +293,8 @@ def register(subparsers) -> None:
     src = pbp.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
     src.add_argument("--predictions",
-                     help="JSONL of {id, prediction} or {id, step_scores}")
+                     help="JSONL of {id, prediction} or {id, step_scores} (e.g. the output "
+                          "of `prmkit score`; a null step score is never flagged)")
     pbp.add_argument("--data", help="ProcessBench directory (default ../shared/data/processbench)")
     pbp.add_argument("--subsets", help="comma-separated subsets (default: all found)")
     pbp.add_argument("--tune-fraction", type=float, default=None,
