@@ -108,6 +108,19 @@ def test_save_load_round_trip_gives_identical_scores(tmp_path, examples):
     assert loaded.config.formulation == "head" and loaded.head is not None
 
 
+def test_model_is_saved_before_the_final_evaluation(tmp_path, examples, monkeypatch):
+    # A long final eval that is stopped (here: raises) must not lose the trained model.
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RewardTrainer, "evaluate", stopped)
+    cfg = _config(tmp_path, examples, max_steps=1)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    model_dir = Path(cfg.output_dir) / "model"
+    assert StepRewardModel.from_pretrained(model_dir).config.objective == "prm"
+
+
 def test_orm_trains_on_outcomes_only(tmp_path, examples):
     orm = [StepExample(e.problem, e.steps, outcome=float(e.labels[-1]), group=e.group)
            for e in examples]

@@ -288,10 +288,7 @@ class RewardTrainer:
             if progress is not None:
                 progress.close()
 
-        final_eval = {}
-        if eval_rows:
-            final_eval = self.evaluate(model, eval_rows, pad_id)
-            self._log(metrics_path, {"type": "eval", "step": step, **final_eval})
+        # Save before the final evaluation: a long eval that is stopped loses nothing.
         model_dir = out / MODEL_DIR
         acc.wait_for_everyone()
         if acc.is_main_process:
@@ -300,6 +297,10 @@ class RewardTrainer:
             with atomic_write(out / "data_stats.json", "w") as f:
                 f.write(json.dumps(dict(self.data_stats), indent=2) + "\n")
         acc.wait_for_everyone()
+        final_eval = {}
+        if eval_rows:
+            final_eval = self.evaluate(model, eval_rows, pad_id)
+            self._log(metrics_path, {"type": "eval", "step": step, **final_eval})
         return TrainResult(out, model_dir, step, {"train": last, "eval": final_eval},
                            dict(self.data_stats))
 
