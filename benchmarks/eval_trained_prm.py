@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from itertools import zip_longest
@@ -120,7 +121,7 @@ def main() -> None:
     args = ap.parse_args()
     run = Path(args.run)
     model_dir = Path(args.model) if args.model else run / "model"
-    command = "python benchmarks/eval_trained_prm.py " + " ".join(sys.argv[1:])
+    command = shlex.join(["python", "benchmarks/eval_trained_prm.py", *sys.argv[1:]])
     RESULTS.mkdir(exist_ok=True)
 
     train = training_results(run, command)
