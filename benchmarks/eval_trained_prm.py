@@ -35,18 +35,14 @@ RESULTS = HERE / "results"
 DEFAULT_PROCESSBENCH = HERE.parent.parent / "shared" / "data" / "processbench"
 
 
-def final_eval(run: Path) -> dict:
+def training_results(run: Path, command: str) -> dict:
+    config = json.loads((run / "config.json").read_text())
     records = [rec for _, rec in iter_jsonl(run / "metrics.jsonl")]
     evals = [r for r in records if r.get("type") == "eval"]
     if not evals:
         sys.exit(f"{run / 'metrics.jsonl'} has no eval record: has the run finished?")
-    return evals[-1]
-
-
-def training_results(run: Path, command: str) -> dict:
-    config = json.loads((run / "config.json").read_text())
-    ev = final_eval(run)
-    steps = max(r["step"] for _, r in iter_jsonl(run / "metrics.jsonl") if r.get("type") == "train")
+    ev = evals[-1]
+    steps = max(r["step"] for r in records if r.get("type") == "train")
     return {
         "auroc": ev["eval_auroc"],
         "accuracy": ev["eval_accuracy"],
@@ -83,11 +79,9 @@ def processbench_scores(model_dir: Path, items: dict, work: Path, batch_tokens: 
         t0 = time.time()
         report = scorer.score_file(inputs, scores_path, resume=scores_path.exists())
         print(report.summary(), f"in {time.time() - t0:.0f} s", file=sys.stderr)
-    raw = {rec["id"]: rec["step_scores"] for _, rec in iter_jsonl(scores_path)}
-    truncated = sum(v is None for s in raw.values() for v in s)
-    # A step cut by max_length (null) is never flagged, as `prmkit eval processbench` does.
-    scores = {k: [1.0 if v is None else v for v in s] for k, s in raw.items()}
-    return scores, truncated
+    scores = {rec["id"]: rec["step_scores"] for _, rec in iter_jsonl(scores_path)}
+    truncated = sum(v is None for s in scores.values() for v in s)
+    return scores, truncated  # null (cut by max_length) is never flagged by `pb`
 
 
 def processbench_results(items, scores, threshold: float, tune_fraction: float) -> dict:

@@ -20,6 +20,7 @@ def fixture_scores() -> dict[str, list[float]]:
 def test_first_error_index():
     assert pb.first_error_index([0.9, 0.4, 0.1], 0.5) == 1
     assert pb.first_error_index([0.9, 0.5], 0.5) == -1  # strictly below the threshold
+    assert pb.first_error_index([0.9, None, 0.1], 0.5) == 2  # null: cut, never flagged
     assert pb.first_error_index([], 0.5) == -1
 
 

@@ -157,7 +157,7 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
                     step_probs.append(probs[j])
                     step_labels.append(int(c.labels[j] == 1))
             fe_labels.append(c.first_error)
-            fe_preds.append(first_error_index([1.0 if p is None else p for p in probs], 0.5))
+            fe_preds.append(first_error_index(probs, 0.5))
 
     ns = list(cfg.ns)
     top_picks = {"prm": _top_picks(test_set, test_pools, prm_pools),

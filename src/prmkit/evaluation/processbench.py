@@ -21,9 +21,10 @@ from prmkit.errors import DataError, PrmkitError
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 
 
-def first_error_index(step_scores: Sequence[float], threshold: float) -> int:
-    """Index of the first step scored below threshold; -1 if none."""
-    s = np.asarray(step_scores, dtype=np.float64)
+def first_error_index(step_scores: Sequence[float | None], threshold: float) -> int:
+    """Index of the first step scored below threshold; -1 if none. A null score (a step
+    the scorer cut at max_length) is never flagged."""
+    s = np.array([np.inf if v is None else v for v in step_scores], dtype=np.float64)
     if np.isnan(s).any():
         raise PrmkitError("step score is NaN")
     below = np.flatnonzero(s < threshold)
@@ -90,8 +91,8 @@ def choose_threshold(
     """
     if grid is None:
         flat = np.concatenate(
-            [np.asarray(step_scores[it.id], dtype=np.float64) for sub in items.values()
-             for it in sub] or [np.zeros(0)]
+            [np.asarray([v for v in step_scores[it.id] if v is not None], dtype=np.float64)
+             for sub in items.values() for it in sub] or [np.zeros(0)]
         )
         uniq = np.unique(flat)
         if uniq.size > max_candidates:
