@@ -134,6 +134,19 @@ def test_three_class_model_gives_class_probabilities():
             assert p == pytest.approx(c[0] + c[1], abs=1e-6)  # neutral counts as correct
 
 
+def test_progress_advances_per_batch_and_counts_each_solution_once(model):
+    data = items() * 3
+    scorer = Scorer(model, token_budget=64, dtype=None)
+    n_batches = len(scorer.plan_batches([scorer.encode(it["problem"], it["steps"])
+                                         for it in data]))
+    calls: list[int] = []
+    scorer._score_chunk(data, calls.append)
+    assert len(calls) == n_batches + 1  # solutions with no steps first, then once per batch
+    assert calls[0] == sum(1 for it in data if not it["steps"]) > 0
+    assert sum(calls) == len(data)
+    assert sum(1 for c in calls[1:] if c > 0) > 3  # the bar moves during the chunk
+
+
 def test_zero_steps_truncation_and_long_prompt():
     m = make_model()
     m.config.step_format = StepFormat(max_length=24)

@@ -190,7 +190,8 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
 
 def _write_chunk(scorer: Scorer, chunk: list[dict], f, aggregation: str, orm: bool,
                  report: ScoreFileReport, bar) -> None:
-    results = scorer.score_detailed(chunk, chunk_size=len(chunk))
+    bar.refresh()  # show the solutions skipped on resume before a long first chunk
+    results = scorer._score_chunk(chunk, bar.update)
     f.write(b"".join(dumps_line(_output_record(rec, res, aggregation, orm))
                      for rec, res in zip(chunk, results, strict=True)))
     f.flush()
@@ -199,4 +200,3 @@ def _write_chunk(scorer: Scorer, chunk: list[dict], f, aggregation: str, orm: bo
         if res.truncated:
             report.truncated_steps += res.truncated
             report.truncated_solutions += 1
-    bar.update(len(chunk))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,18 +201,29 @@ class Scorer:
         logits = logits.float().cpu()
         return self.model.correct_probability(logits), logits.softmax(-1)
 
-    def _score_chunk(self, items: Sequence[Any]) -> list[SolutionScores]:
+    def _score_chunk(self, items: Sequence[Any],
+                     on_solutions_done: Callable[[int], Any] | None = None
+                     ) -> list[SolutionScores]:
+        """Score `items`; `on_solutions_done(n)` is called after each batch with the number
+        of solutions it completed (for progress bars)."""
         encoded = [self.encode(*as_problem_steps(it)) for it in items]
         three = self.config.num_classes == 3
         out = [SolutionScores([None] * e.num_slots, [None] * e.num_slots if three else None,
                               truncated=e.num_slots - len(e.slots)) for e in encoded]
+        slots_left = [len(e.slots) for e in encoded]
+        report = on_solutions_done or (lambda n: None)
+        report(slots_left.count(0))
         for batch in self.plan_batches(encoded):
             p_correct, classes = self.run_batch(batch)
             p_correct, classes = p_correct.tolist(), classes.tolist()
+            completed = 0
             for k, (item, slot) in enumerate(batch.owners):
                 out[item].step_probs[slot] = p_correct[k]
                 if three:
                     out[item].class_probs[slot] = classes[k]
+                slots_left[item] -= 1
+                completed += slots_left[item] == 0
+            report(completed)
         return out
 
     def iter_scores(self, items: Iterable[Any], chunk_size: int = 512,
@@ -227,12 +238,10 @@ class Scorer:
             for item in items:
                 chunk.append(item)
                 if len(chunk) >= chunk_size:
-                    yield from self._score_chunk(chunk)
-                    bar.update(len(chunk))
+                    yield from self._score_chunk(chunk, bar.update)
                     chunk = []
             if chunk:
-                yield from self._score_chunk(chunk)
-                bar.update(len(chunk))
+                yield from self._score_chunk(chunk, bar.update)
 
     def score(self, items: Iterable[Any], chunk_size: int = 512,
               progress: bool = False) -> list[list[float | None]]:
