@@ -211,8 +211,8 @@ class Scorer:
         out = [SolutionScores([None] * e.num_slots, [None] * e.num_slots if three else None,
                               truncated=e.num_slots - len(e.slots)) for e in encoded]
         slots_left = [len(e.slots) for e in encoded]
-        report = on_solutions_done or (lambda n: None)
-        report(slots_left.count(0))
+        advance = on_solutions_done or (lambda n: None)
+        advance(slots_left.count(0))
         for batch in self.plan_batches(encoded):
             p_correct, classes = self.run_batch(batch)
             p_correct, classes = p_correct.tolist(), classes.tolist()
@@ -223,7 +223,7 @@ class Scorer:
                     out[item].class_probs[slot] = classes[k]
                 slots_left[item] -= 1
                 completed += slots_left[item] == 0
-            report(completed)
+            advance(completed)
         return out
 
     def iter_scores(self, items: Iterable[Any], chunk_size: int = 512,
