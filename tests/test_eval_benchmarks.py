@@ -98,6 +98,11 @@ def test_prmscore_by_hand():
     assert res["categories"]["simplicity"] == pytest.approx(0.5 * 0.8 + 0.5 * 2 / 3)
 
 
+def test_prmbench_null_step_score_is_valid():
+    # a step cut by max_length (null from `prmkit score`) is never flagged, as in ProcessBench
+    assert prmbench.valid_from_scores({"a": [0.9, None, 0.1]}) == {"a": [True, True, False]}
+
+
 def test_prmbench_step_count_mismatch_is_an_error():
     items = prmbench.load_prmbench([FIXTURES / "prmbench.jsonl"])
     bad = dict(PRMBENCH_SCORES) | {"counterfactual_prm_test_p1_1": [0.9]}

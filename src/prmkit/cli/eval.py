@@ -116,19 +116,17 @@ def _read_predictions(path: str, required: tuple[str, ...]) -> dict[str, dict]:
     return out
 
 
-def _float_list(rec: dict, key: str, path: str, null_as: float | None = None) -> list[float]:
-    """A list of numbers; with `null_as`, a null (a step `prmkit score` cut by max_length)
-    becomes that value."""
-    value = rec[key]
-    if null_as is not None and isinstance(value, list):
-        value = [null_as if v is None else v for v in value]
+def _step_scores(rec: dict, path: str) -> list[float | None]:
+    """A list of numbers or nulls (`prmkit score` writes null for a step cut by max_length;
+    the metrics never flag it)."""
+    value = rec["step_scores"]
     if not isinstance(value, list) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in value
     ):
-        raise DataError(path, rec["_line"], key, "expected a list of numbers")
-    if any(math.isnan(v) for v in value):
-        raise DataError(path, rec["_line"], key, "a step score is NaN")
-    return [float(v) for v in value]
+        raise DataError(path, rec["_line"], "step_scores", "expected a list of numbers")
+    if any(v is not None and math.isnan(v) for v in value):
+        raise DataError(path, rec["_line"], "step_scores", "a step score is NaN")
+    return [None if v is None else float(v) for v in value]
 
 
 def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]]):
@@ -172,7 +170,7 @@ def cmd_processbench(args) -> int:
                                     "expected a step index (int >= -1)")
                 preds[k] = p
             else:
-                scores[k] = _float_list(rec, "step_scores", args.predictions, null_as=1.0)
+                scores[k] = _step_scores(rec, args.predictions)
         if preds and scores:
             raise PrmkitError(f"{args.predictions}: mix of 'prediction' and 'step_scores' lines")
         preds = preds or None
@@ -212,7 +210,7 @@ def cmd_prmbench(args) -> int:
                                     "expected a list of true/false")
                 valid[k] = v
             else:
-                scores = {k: _float_list(rec, "step_scores", args.predictions, null_as=1.0)}
+                scores = {k: _step_scores(rec, args.predictions)}
                 valid |= prmbench.valid_from_scores(scores, args.threshold)
     result = prmbench.evaluate(items, valid)
     result["threshold"] = args.threshold

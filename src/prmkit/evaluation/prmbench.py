@@ -169,12 +169,13 @@ def evaluate(
 
 
 def valid_from_scores(
-    step_scores: Mapping[str, Sequence[float]], threshold: float = VALIDITY_THRESHOLD
+    step_scores: Mapping[str, Sequence[float | None]], threshold: float = VALIDITY_THRESHOLD
 ) -> dict[str, list[bool]]:
-    """Valid = score above the threshold (as in the official toolkit)."""
+    """Valid = score above the threshold (as in the official toolkit). A null score (a step
+    the scorer cut at max_length) counts as valid, as ProcessBench never flags it."""
     out = {}
     for k, v in step_scores.items():
-        s = np.asarray(v, dtype=np.float64)
+        s = np.array([np.inf if x is None else x for x in v], dtype=np.float64)
         if np.isnan(s).any():
             raise PrmkitError(f"item {k!r}: a step score is NaN")
         out[k] = (s > threshold).tolist()
