@@ -1,54 +1,41 @@
-"""Find the final answer in a solution: `# Answer`, last `\\boxed{}`, "the answer is", last line."""
+"""Find the final answer in a solution: `# Answer`, boxes, "the answer is", the last line.
+
+Several boxes or `$...$` segments joined only by `,` / "and" / "or" form ONE answer and
+are returned as a comma-separated list (`\\boxed{1} or \\boxed{2}` -> `1, 2`), so that a
+hedged answer is a list and never equals a single value.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-_BOX_COMMANDS = ("\\boxed", "\\fbox")
+from prmkit.grading.segments import (
+    Span,
+    boxes,
+    join_run,
+    math_segments,
+    run_ending_at,
+    run_starting_at,
+)
+
 _ANSWER_HEADING = re.compile(r"^#+\s*Answer\s*:?\s*$", re.IGNORECASE | re.MULTILINE)
-_ANSWER_IS = re.compile(r"(?:final\s+)?answer\s+is\s*:?\s*", re.IGNORECASE)
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+# "the answer is", "The final answer to part (a) is", "Final Answer:", "**Final Answer:**",
+# and "Answer:" at the start of a line
+_ANSWER_IS = re.compile(
+    r"(?:\bfinal\s+answer\b\s*\**\s*:"
+    r"|\b(?:final\s+)?answer(?:\s+to\s+[^.\n$:]{0,60}?)?\s+(?:is|was|would\s+be)\b"
+    r"|^[ \t#*]*answer\s*\**\s*:)\s*:?\s*\**\s*",
+    re.IGNORECASE | re.MULTILINE,
+)
+# In a prose answer ("The largest $n$ is 34"), the value follows the last copula.
+_COPULA = re.compile(r"\s(?:is|are|equals|was|would\s+be|will\s+be)\s+", re.IGNORECASE)
+_TRAILING_CLAUSE = re.compile(
+    r",?\s+(?:which|because|since|as|so|when|where|for|if|and\s+this|I\s+hope)\b.*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_SENTENCE_END = re.compile(r"\.\s|\.$")
 _BOLD = re.compile(r"^\*\*(.+)\*\*$", re.DOTALL)
-
-
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """Content of the brace group opening at text[start] ('{'), and the index after it."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch == "\\":
-            continue
-        if ch == "{" and (i == 0 or text[i - 1] != "\\"):
-            depth += 1
-        elif ch == "}" and (i == 0 or text[i - 1] != "\\"):
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i], i + 1
-    return None
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` / `\\fbox{...}` (nested braces), or `\\boxed 5`."""
-    best = -1
-    for command in _BOX_COMMANDS:
-        best = max(best, text.rfind(command))
-    while best >= 0:
-        rest = best + len("\\boxed" if text.startswith("\\boxed", best) else "\\fbox")
-        j = rest
-        while j < len(text) and text[j] == " ":
-            j += 1
-        if j < len(text) and text[j] == "{":
-            group = _braced(text, j)
-            if group is not None:
-                return group[0].strip()
-        elif j > rest:  # "\boxed 5": the token up to the next space or '$'
-            match = re.match(r"[^\s$]+", text[j:])
-            if match:
-                return match.group(0).strip()
-        # unbalanced or empty: try an earlier box
-        best = max(text.rfind(command, 0, best) for command in _BOX_COMMANDS)
-    return None
 
 
 def _strip_math(text: str) -> str:
@@ -65,22 +52,95 @@ def _strip_math(text: str) -> str:
     return text
 
 
-def _last_math_segment(line: str) -> str | None:
-    """The last `$...$` segment of a line, if it has one."""
-    parts = _UNESCAPED_DOLLAR.split(line)
-    if len(parts) >= 3:
-        segments = [p for k, p in enumerate(parts) if k % 2 == 1 and p.strip()]
-        if segments:
-            return segments[-1]
-    return None
+def last_boxed(text: str) -> str | None:
+    """The last `\\boxed{...}` / `\\fbox{...}` answer, with the boxes joined to it (or None)."""
+    found = boxes(text)
+    return join_run(run_ending_at(text, found, len(found) - 1)) if found else None
+
+
+def _masked(text: str, start: int, end: int, segments: list[Span]) -> str:
+    """text[start:end] with every math segment replaced by `#` (same length)."""
+    chars = list(text[start:end])
+    for span in segments:
+        if span.end <= start or span.start >= end:
+            continue
+        for i in range(max(span.start, start), min(span.end, end)):
+            chars[i - start] = "#"
+    return "".join(chars)
+
+
+def _line_bounds(text: str, segments: list[Span], start: int, end: int) -> tuple[int, int]:
+    """Widen [start, end) so that no math segment (display math over lines) is cut."""
+    for span in segments:
+        if span.start < start < span.end:
+            start = text.rfind("\n", 0, span.start) + 1
+        if span.start < end < span.end:
+            newline = text.find("\n", span.end)
+            end = len(text) if newline < 0 else newline
+    return start, end
+
+
+def _line_answer(text: str, segments: list[Span], start: int, end: int) -> str | None:
+    """The answer in one line: its last run of math segments, else the line itself."""
+    start, end = _line_bounds(text, segments, start, end)
+    inside = [k for k, span in enumerate(segments) if start <= span.start and span.end <= end]
+    if inside:
+        answer = join_run(run_ending_at(text, segments, inside[-1]))
+        if answer:
+            return _strip_math(answer) or None
+    return _strip_math(text[start:end]) or None
+
+
+def _first_line(text: str, segments: list[Span], start: int) -> str | None:
+    while start < len(text) and text[start].isspace():
+        start += 1
+    if start >= len(text):
+        return None
+    newline = text.find("\n", start)
+    return _line_answer(text, segments, start, len(text) if newline < 0 else newline)
+
+
+def _last_line(text: str, segments: list[Span]) -> str | None:
+    stripped = text.rstrip()
+    start = stripped.rfind("\n") + 1
+    return _line_answer(text, segments, start, len(stripped))
+
+
+def _after_phrase(text: str, segments: list[Span], position: int) -> tuple[str | None, bool]:
+    """The answer stated after "the answer is" at `position`; (answer, came from math)."""
+    while position < len(text) and text[position] in " \t\n:*":
+        position += 1
+    for k, span in enumerate(segments):
+        if span.start == position:
+            answer = join_run(run_starting_at(text, segments, k))
+            return (_strip_math(answer) or None) if answer else None, True
+        if span.start > position:
+            break
+    newline = text.find("\n", position)
+    end = len(text) if newline < 0 else newline
+    start, end = _line_bounds(text, segments, position, end)
+    masked = _masked(text, start, end, segments)
+    sentence_end = _SENTENCE_END.search(masked)
+    if sentence_end:
+        end = start + sentence_end.start()
+        masked = masked[: end - start]
+    if masked[:1].isalpha():  # prose: "The largest $n$ is 34."
+        copulas = list(_COPULA.finditer(masked))
+        if copulas:
+            return _after_phrase(text, segments, start + copulas[-1].end())
+    clause = _TRAILING_CLAUSE.search(masked)
+    if clause and clause.start() > 0:
+        end = start + clause.start()
+    return _line_answer(text, segments, start, end), False
 
 
 def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
     """The final answer in a solution string or a list of steps; None when there is none.
 
     Rules, in order: the text after the last PRM800K `# Answer` heading; the last
-    `\\boxed{...}` or `\\fbox{...}`; the rest of the sentence after "the answer is";
-    the last non-empty line (its last `$...$` segment when it has one).
+    `\\boxed{...}` (with boxes joined to it by `,`/and/or), unless a "final answer is"
+    statement follows it; what follows "the answer is" / "Final Answer:"; the last line
+    (its last run of `$...$`, `$$...$$`, `\\[...\\]` segments when it has math).
     """
     if text_or_steps is None:
         return None
@@ -90,30 +150,25 @@ def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
         text = "\n".join(str(step) for step in text_or_steps)
     if not text.strip():
         return None
+    segments = math_segments(text)
 
     headings = list(_ANSWER_HEADING.finditer(text))
     if headings:
-        after = text[headings[-1].end() :].strip()
-        if after:
-            boxed = last_boxed(after)
-            return _strip_math(boxed if boxed is not None else after) or None
+        section = text[headings[-1].end() :]
+        if section.strip():
+            boxed = last_boxed(section)
+            if boxed is not None:
+                return _strip_math(boxed) or None
+            return _first_line(text, segments, headings[-1].end())
 
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return boxed or None
-
+    found = boxes(text)
+    box_run = run_ending_at(text, found, len(found) - 1) if found else []
     said = list(_ANSWER_IS.finditer(text))
-    if said:
-        rest = text[said[-1].end() :].strip()
-        line = rest.split("\n", 1)[0]
-        segment = _last_math_segment(line)
-        if segment is None:
-            segment = re.split(r"\.\s|\.$", line, maxsplit=1)[0]
-        answer = _strip_math(segment)
-        if answer:
+    if said and (not box_run or said[-1].start() > box_run[-1].end):
+        answer, from_math = _after_phrase(text, segments, said[-1].end())
+        # a later statement beats an earlier intermediate box only when it is explicit
+        if answer and (not box_run or from_math or "final" in said[-1].group(0).lower()):
             return answer
-
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    last = lines[-1].strip()
-    segment = _last_math_segment(last)
-    return _strip_math(segment if segment is not None else last) or None
+    if box_run:
+        return join_run(box_run)
+    return _last_line(text, segments)

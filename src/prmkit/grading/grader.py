@@ -2,9 +2,10 @@
 
 Decision order (the `reason` of a Grade names the rule that decided):
   no-gold / no-answer / too-long   nothing (or too much) to compare
-  exact                            normalised strings equal (no sympy)
+  exact                            same text up to spacing, or normalised strings equal
   choice-mismatch, text-mismatch   multiple-choice letters / word answers differ
   bracket-mismatch                 a set `\\{..\\}` against a tuple or interval
+  list-mismatch                    lists of different lengths (`5, 125` vs `5125`)
   rational-equal/-unequal          both plain numbers: exact fraction arithmetic
   math-verify / math-verify-unequal / exact-unequal / *-unparsed
                                    symbolic comparison in the worker; exact arithmetic
@@ -32,6 +33,7 @@ from prmkit.grading.normalize import (
     choice_letter,
     clean_answer,
     is_text_answer,
+    list_size,
 )
 from prmkit.grading.pool import WorkerPool, default_pool
 
@@ -102,6 +104,19 @@ def _as_fraction(key: str) -> Fraction | None:
     return None
 
 
+def _same_text(given: str, gold: str) -> bool:
+    """Identical up to spacing (`58, 500` and `58,500` are one way of writing the answer)."""
+    return "".join(given.split()) == "".join(gold.split())
+
+
+def _list_sizes_differ(gold: str, given: str) -> bool:
+    """True when one answer lists more values than the other: a list is never a number."""
+    if any(sign in text for sign in ("\\pm", "\\mp") for text in (gold, given)):
+        return False  # `\\pm 2` stands for two values: math-verify decides
+    gold_size, given_size = list_size(gold), list_size(given)
+    return bool(gold_size and given_size and gold_size != given_size)
+
+
 @dataclass
 class _Prepared:
     """A pair after the in-process rules; `grade` is set when they decided it."""
@@ -140,7 +155,7 @@ def _prepare(given: str | Sequence[str] | None, gold: str | None, max_chars: int
     prepared.given_clean = clean_answer(given_extracted)
     gold_key = answer_key(prepared.gold_clean, cleaned=True)
     given_key = answer_key(prepared.given_clean, cleaned=True)
-    if gold_key == given_key:
+    if gold_key == given_key or _same_text(given_extracted, gold_extracted):
         prepared.grade = prepared.decide(True, "exact")
     elif choice_letter(prepared.gold_clean) or choice_letter(prepared.given_clean):
         prepared.grade = prepared.decide(False, "choice-mismatch")
@@ -148,6 +163,8 @@ def _prepare(given: str | Sequence[str] | None, gold: str | None, max_chars: int
         prepared.grade = prepared.decide(False, "text-mismatch")
     elif {bracket_kind(prepared.gold_clean), bracket_kind(prepared.given_clean)} == {"set", "seq"}:
         prepared.grade = prepared.decide(False, "bracket-mismatch")
+    elif _list_sizes_differ(prepared.gold_clean, prepared.given_clean):
+        prepared.grade = prepared.decide(False, "list-mismatch")
     else:
         gold_value, given_value = _as_fraction(gold_key), _as_fraction(given_key)
         if gold_value is not None and given_value is not None:

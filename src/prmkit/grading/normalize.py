@@ -21,7 +21,8 @@ _UNIT_WORDS = (
     "cm|mm|km|m|meters?|metres?|inches|inch|in|feet|foot|ft|yards?|miles?|mph|units?|"
     "degrees?|cents?|dollars?|seconds?|minutes?|hours?|days?|weeks?|years?|sq|square|"
     "cubic|pounds?|lbs?|ounces?|oz|grams?|g|kg|liters?|litres?|ml|mL|people|students?|"
-    "marbles|ways|points?|calories|gallons?|cups?|pages?|boxes|coins|trees|bananas|apples"
+    "marbles|ways|points?|calories|gallons?|cups?|pages?|boxes|coins|trees|bananas|apples|"
+    r"percent(?:age)?s?|pct|per\s*cent"
 )
 _TRAILING_TEXT_UNIT = re.compile(
     r"(?<=\S)\s*\\text\{\s*(?:(?:" + _UNIT_WORDS + r")\b[\s.a-zA-Z]*)\}(?:\s*\^\s*\{?[23]\}?)?\s*$"
@@ -33,7 +34,15 @@ _TRAILING_BARE_UNIT = re.compile(
 _TEXT_WHOLE = re.compile(r"^\\text\s*\{(.*)\}$", re.DOTALL)
 _CHOICE = re.compile(r"^\(?\s*([A-E])\s*\)?$")
 _ASSIGN = re.compile(r"^\s*[a-zA-Z](?:_\{?\w+\}?)?\s*(?:=|\\in\b)\s*")
-_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+# Digit grouping: `12,345` (no space after the comma, first group not 0) or `,\!` / `{,}`.
+# `5, 125` and `0,111` are lists, never numbers.
+_THOUSANDS = re.compile(r"^[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$")
+_GROUPING_COMMA = re.compile(r"\{,\}|\\\{,\\\}|,\s*\\!\s*(?=\d)")
+# "1 or 2", "1 \text{ and } 2", "either 1 or 2": one answer listing several values.
+_TEXT_CONNECTOR = re.compile(r"(?<!\s)\s*\\text\s*\{\s*(?:and|or)\s*\}\s*", re.IGNORECASE)
+_MATH_AHEAD = r"(?=[-+\d\\({\[]|[a-zA-Z]\s*=)"
+_WORD_CONNECTOR = re.compile(r"(?<=[\d})\]])(?:\s*,)?\s+(?:and|or)\s+" + _MATH_AHEAD, re.IGNORECASE)
+_EITHER = re.compile(r"^(?:either|both)\s+" + _MATH_AHEAD, re.IGNORECASE)
 _LEAD_DOT = re.compile(r"(?<![\d}a-zA-Z])\.(\d)")
 _SIMPLE_SLASH = re.compile(r"^(-?)(\d+)\s*/\s*(\d+)$")
 _CMD_SPACE = re.compile(r"(\\[a-zA-Z]+) +(?=[a-zA-Z])")
@@ -83,12 +92,14 @@ def clean_answer(answer: str) -> str:
     short fractions (`\\frac12`) and whole-answer `\\text{...}`.
     """
     text = _strip_wrappers(answer.replace("\n", " "))
-    text = text.replace("{,}", ",").replace("\\{,\\}", ",")
+    text = _GROUPING_COMMA.sub(",", text)
     text = _SPACING_COMMANDS.sub(" ", text)
     text = text.replace("~", " ")
     text = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", text)
     text = _LEFT_RIGHT.sub("", text)
     text = _TEXT_CMD.sub(r"\\text{", text)
+    text = _TEXT_CONNECTOR.sub(", ", text)
+    text = _EITHER.sub("", _WORD_CONNECTOR.sub(", ", text.strip()))
     text = _DEGREES.sub("", text)
     text = text.replace("\\$", "").replace("$", "")
     text = text.replace("\\%", "").replace("%", "")
@@ -109,9 +120,8 @@ def clean_answer(answer: str) -> str:
         text = _ASSIGN.sub("", text, count=1)
     text = _FRAC_SHORT.sub(lambda m: f"\\frac{_brace(m.group(1))}{_brace(m.group(2))}", text)
     text = _SQRT_SHORT.sub(r"\\sqrt{\1}", text)
-    compact = text.replace(" ", "")
-    if _THOUSANDS.match(compact):
-        text = compact.replace(",", "")
+    if _THOUSANDS.match(text):
+        text = text.replace(",", "")
     text = _LEAD_DOT.sub(r"0.\1", text)
     text = _repeating_decimal(text.replace(" ", "")) or text
     text = _strip_wrappers(text)
@@ -177,3 +187,35 @@ def bracket_kind(cleaned: str) -> str:
     if text[:1] in "([" and text[-1:] in ")]" and "," in text:
         return "seq"
     return "plain"
+
+
+def top_level_items(cleaned: str) -> list[str]:
+    """`cleaned` split at commas outside (), [], {} and `\\{ \\}`: `(1,2), 3` -> 2 items."""
+    items, depth, current = [], 0, []
+    for ch in cleaned:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            items.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    items.append("".join(current).strip())
+    return items
+
+
+def list_size(cleaned: str) -> int | None:
+    """How many values an answer lists: 1 for a number, n for `a, b, ...` or `\\{a, b\\}`.
+
+    None for a single tuple or interval (`(1, 2)`, `[0, 1)`), whose commas are not a list.
+    """
+    items = top_level_items(cleaned)
+    if len(items) > 1:
+        return len(items)
+    kind = bracket_kind(cleaned)
+    if kind == "set":
+        inner = cleaned.replace(" ", "")[2:-2]
+        return len(top_level_items(inner)) if inner else 0
+    return None if kind == "seq" else 1
