@@ -34,6 +34,12 @@ _TRAILING_CLAUSE = re.compile(
     r",?\s+(?:which|because|since|as|so|when|where|for|if|and\s+this|I\s+hope)\b.*$",
     re.IGNORECASE | re.DOTALL,
 )
+# "the answer is correct", "our answer is as follows": a judgement, not an answer
+_NOT_AN_ANSWER = re.compile(
+    r"^(?:correct|right|wrong|incorrect|not|as\s+follows|below|above|that|the\s+same|"
+    r"indeed|clear|obvious|reasonable|valid)\b",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"\.\s|\.$")
 _BOLD = re.compile(r"^\*\*(.+)\*\*$", re.DOTALL)
 
@@ -120,6 +126,8 @@ def _after_phrase(text: str, segments: list[Span], position: int) -> tuple[str |
     end = len(text) if newline < 0 else newline
     start, end = _line_bounds(text, segments, position, end)
     masked = _masked(text, start, end, segments)
+    if _NOT_AN_ANSWER.match(masked):
+        return None, False
     sentence_end = _SENTENCE_END.search(masked)
     if sentence_end:
         end = start + sentence_end.start()

@@ -5,7 +5,8 @@ Decision order (the `reason` of a Grade names the rule that decided):
   exact                            same text up to spacing, or normalised strings equal
   choice-mismatch, text-mismatch   multiple-choice letters / word answers differ
   bracket-mismatch                 a set `\\{..\\}` against a tuple or interval
-  list-mismatch                    lists of different lengths (`5, 125` vs `5125`)
+  list-mismatch / parts-equal      a list against one value: False unless every part of
+                                   the list equals that value (`15\\frac{39}{40}, \\frac{639}{40}`)
   rational-equal/-unequal          both plain numbers: exact fraction arithmetic
   math-verify / math-verify-unequal / exact-unequal / *-unparsed
                                    symbolic comparison in the worker; exact arithmetic
@@ -34,11 +35,13 @@ from prmkit.grading.normalize import (
     clean_answer,
     is_text_answer,
     list_size,
+    top_level_items,
 )
 from prmkit.grading.pool import WorkerPool, default_pool
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_ANSWER_CHARS = 5000
+MAX_PARTS = 8
 UNDECIDED_REASONS = ("timeout", "worker-crashed", "memory-limit", "recursion-limit", "too-long")
 
 _FRACTION = re.compile(r"^(-?)\\frac\{(\d+)\}\{(\d+)\}$")
@@ -126,6 +129,11 @@ class _Prepared:
     given_clean: str | None = None
     gold_clean: str | None = None
     grade: Grade | None = None
+    parts: list[_Prepared] | None = None  # a list given against one value, part by part
+
+    @property
+    def key(self) -> tuple[str | None, str | None]:
+        return (self.gold_clean, self.given_clean)
 
     def decide(self, correct: bool | None, reason: str) -> Grade:
         return Grade(
@@ -164,13 +172,51 @@ def _prepare(given: str | Sequence[str] | None, gold: str | None, max_chars: int
     elif {bracket_kind(prepared.gold_clean), bracket_kind(prepared.given_clean)} == {"set", "seq"}:
         prepared.grade = prepared.decide(False, "bracket-mismatch")
     elif _list_sizes_differ(prepared.gold_clean, prepared.given_clean):
-        prepared.grade = prepared.decide(False, "list-mismatch")
+        _prepare_parts(prepared, max_chars)
     else:
         gold_value, given_value = _as_fraction(gold_key), _as_fraction(given_key)
         if gold_value is not None and given_value is not None:
             equal = gold_value == given_value
             prepared.grade = prepared.decide(equal, "rational-equal" if equal else "rational-unequal")
     return prepared
+
+
+def _prepare_parts(prepared: _Prepared, max_chars: int) -> None:
+    """A list given against a single value is right only if every part equals that value."""
+    items = top_level_items(prepared.given_clean or "")
+    if list_size(prepared.gold_clean or "") != 1 or not 1 < len(items) <= MAX_PARTS:
+        prepared.grade = prepared.decide(False, "list-mismatch")
+        return
+    prepared.parts = [_prepare(item, prepared.gold_extracted, max_chars) for item in items]
+    if any(part.grade is not None and part.grade.correct is False for part in prepared.parts):
+        prepared.grade = prepared.decide(False, "list-mismatch")
+    elif all(part.grade is not None and part.grade.correct for part in prepared.parts):
+        prepared.grade = prepared.decide(True, "parts-equal")
+
+
+def _symbolic_units(prepared: _Prepared) -> list[_Prepared]:
+    """The comparisons still to be done by the worker for this pair."""
+    if prepared.grade is not None:
+        return []
+    if prepared.parts is None:
+        return [prepared]
+    return [part for part in prepared.parts if part.grade is None]
+
+
+def _finish(prepared: _Prepared, verdicts: dict) -> Grade:
+    """The Grade of a pair once the worker's verdicts for its comparisons are known."""
+    if prepared.grade is not None:
+        return prepared.grade
+    if prepared.parts is None:
+        return prepared.decide(*verdicts[prepared.key])
+    results = [
+        (part.grade.correct, part.grade.reason) if part.grade else verdicts[part.key]
+        for part in prepared.parts
+    ]
+    if any(correct is False for correct, _ in results):
+        return prepared.decide(False, "list-mismatch")
+    undecided = [reason for correct, reason in results if correct is None]
+    return prepared.decide(None, undecided[0]) if undecided else prepared.decide(True, "parts-equal")
 
 
 def _symbolic(
@@ -201,9 +247,14 @@ def grade_answer(
     if timeout <= 0:
         raise ValueError("timeout must be positive")
     prepared = _prepare(given, gold, max_chars)
-    if prepared.grade is not None:
-        return prepared.grade
-    return prepared.decide(*_symbolic(prepared, timeout))
+    verdicts: dict = {}
+    for unit in _symbolic_units(prepared):
+        verdicts[unit.key] = verdict = _symbolic(unit, timeout)
+        if verdict[0] is False:  # one unequal part settles a list
+            break
+    if prepared.parts is not None and any(v[0] is False for v in verdicts.values()):
+        return prepared.decide(False, "list-mismatch")
+    return _finish(prepared, verdicts)
 
 
 def grade_many(
@@ -221,20 +272,23 @@ def grade_many(
     """
     workers = max(1, workers or os.cpu_count() or 1)
     prepared = [_prepare(given, gold, max_chars) for given, gold in pairs]
-    pending: dict[tuple[str, str], list[int]] = {}
+    pending: dict[tuple[str, str], tuple[_Prepared, list[int]]] = {}
     verdicts: dict[tuple[str, str], tuple[bool | None, str]] = {}
+    waiting = [0] * len(prepared)  # comparisons each pair still waits for
     for index, item in enumerate(prepared):
-        if item.grade is None:
-            key = (item.gold_clean, item.given_clean)
-            cached = _symbolic_cache.get(key)
+        for unit in _symbolic_units(item):
+            cached = _symbolic_cache.get(unit.key)
             if cached is not None:
-                verdicts[key] = cached
-            else:
-                pending.setdefault(key, []).append(index)
+                verdicts[unit.key] = cached
+                continue
+            indices = pending.setdefault(unit.key, (unit, []))[1]
+            if not indices or indices[-1] != index:
+                indices.append(index)
+                waiting[index] += 1
     bar = tqdm(
         total=len(prepared), desc="grading", unit="pair", disable=not progress, leave=False
     )
-    bar.update(len(prepared) - sum(len(v) for v in pending.values()))
+    bar.update(sum(1 for count in waiting if count == 0))
     if pending:
         n_workers = min(workers, len(pending))
         pool = WorkerPool(max_idle=n_workers)
@@ -242,20 +296,17 @@ def grade_many(
             pool.start(n_workers)
             with ThreadPoolExecutor(n_workers) as executor:
                 futures = {
-                    executor.submit(_symbolic, prepared[indices[0]], timeout, pool): key
-                    for key, indices in pending.items()
+                    executor.submit(_symbolic, unit, timeout, pool): key
+                    for key, (unit, _) in pending.items()
                 }
                 for future in as_completed(futures):
                     key = futures[future]
                     verdicts[key] = future.result()
-                    bar.update(len(pending[key]))
+                    for index in pending[key][1]:
+                        waiting[index] -= 1
+                        if waiting[index] == 0:
+                            bar.update(1)
         finally:
             pool.close()
     bar.close()
-    grades = []
-    for item in prepared:
-        if item.grade is not None:
-            grades.append(item.grade)
-        else:
-            grades.append(item.decide(*verdicts[(item.gold_clean, item.given_clean)]))
-    return grades
+    return [_finish(item, verdicts) for item in prepared]

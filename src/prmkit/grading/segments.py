@@ -146,13 +146,27 @@ def run_starting_at(text: str, spans: list[Span], first: int) -> list[Span]:
     return spans[first : k + 1]
 
 
+def _left_side(part: str) -> str | None:
+    """`x` for `x = 5` (spaces removed); None when the part is not an equation."""
+    if "=" not in part:
+        return None
+    return "".join(part.split("=", 1)[0].split())
+
+
 def join_run(run: list[Span]) -> str | None:
-    """The parts of one answer as a comma-separated list; repeated parts are kept once."""
+    """The parts of one answer as a comma-separated list; repeated parts are kept once.
+
+    Equations with different left sides (`$a = 1$ and $b = 0$`, `$37=37$ and $g(x)=...$`)
+    are statements, not a list of values: only the last one is kept.
+    """
     parts: list[str] = []
     seen: set[str] = set()
     for span in run:
-        key = "".join(span.content.split())
+        content = span.content.strip().rstrip(",;").strip()
+        key = "".join(content.split())
         if key and key not in seen:
             seen.add(key)
-            parts.append(span.content)
+            parts.append(content)
+    if len({_left_side(part) for part in parts}) > 1:
+        return parts[-1]
     return ", ".join(parts) or None
