@@ -1,6 +1,7 @@
 """Grading benchmark: MATH500 agreement, throughput vs math-verify, adversarial time limits.
 
     .venv/bin/python benchmarks/bench_grading.py [--pairs 10000] [--workers 2] [--timeout 2]
+    .venv/bin/python benchmarks/bench_grading.py --agreement-only   # MATH500 pairs only
 
 Writes benchmarks/results/grading_math500.json and benchmarks/results/grading_speed.json.
 """
@@ -127,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=2.0)
+    parser.add_argument(
+        "--agreement-only", action="store_true",
+        help="only the MATH500 agreement (writes grading_math500.json, skips the timings)",
+    )
     args = parser.parse_args(argv)
     if not MATH500.exists():
         print(f"missing {MATH500}", file=sys.stderr)
@@ -142,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     with atomic_write(RESULTS / "grading_math500.json", "w") as f:
         json.dump(agree, f, indent=2)
+    if args.agreement_only:
+        return 0
 
     print(f"== throughput on {args.pairs} mixed pairs, {args.workers} workers", flush=True)
     pairs = mixed_pairs(args.pairs)

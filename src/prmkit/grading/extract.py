@@ -44,6 +44,21 @@ _SENTENCE_END = re.compile(r"\.\s|\.$")
 _BOLD = re.compile(r"^\*\*(.+)\*\*$", re.DOTALL)
 
 
+def _last_answer_phrase(text: str) -> re.Match | None:
+    """The last "the answer is" / "Final Answer:" (the regex runs only near "answer")."""
+    lower = text.lower()
+    position = len(text)
+    while True:
+        i = lower.rfind("answer", 0, position)
+        if i < 0:
+            return None
+        matches = list(_ANSWER_IS.finditer(text, max(0, i - 40), i + 120))
+        for match in reversed(matches):
+            if match.start() <= i < match.end():
+                return match
+        position = i
+
+
 def _strip_math(text: str) -> str:
     text = text.strip()
     text = text.rstrip(".").strip()
@@ -158,8 +173,6 @@ def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
         text = "\n".join(str(step) for step in text_or_steps)
     if not text.strip():
         return None
-    segments = math_segments(text)
-
     headings = list(_ANSWER_HEADING.finditer(text))
     if headings:
         section = text[headings[-1].end() :]
@@ -167,16 +180,18 @@ def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
             boxed = last_boxed(section)
             if boxed is not None:
                 return _strip_math(boxed) or None
-            return _first_line(text, segments, headings[-1].end())
+            return _first_line(section, math_segments(section), 0)
 
     found = boxes(text)
     box_run = run_ending_at(text, found, len(found) - 1) if found else []
-    said = list(_ANSWER_IS.finditer(text))
-    if said and (not box_run or said[-1].start() > box_run[-1].end):
-        answer, from_math = _after_phrase(text, segments, said[-1].end())
+    said = _last_answer_phrase(text)
+    segments = None  # found only when needed: a boxed solution rarely needs them
+    if said and (not box_run or said.start() > box_run[-1].end):
+        segments = math_segments(text)
+        answer, from_math = _after_phrase(text, segments, said.end())
         # a later statement beats an earlier intermediate box only when it is explicit
-        if answer and (not box_run or from_math or "final" in said[-1].group(0).lower()):
+        if answer and (not box_run or from_math or "final" in said.group(0).lower()):
             return answer
     if box_run:
         return join_run(box_run)
-    return _last_line(text, segments)
+    return _last_line(text, segments if segments is not None else math_segments(text))

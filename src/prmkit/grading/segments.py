@@ -31,12 +31,13 @@ class Span:
     content: str
 
 
-def matching_braces(text: str) -> dict[int, int]:
-    """Index of each unescaped `{` -> index of its matching `}` (unmatched ones absent)."""
+def matching_braces(text: str, start: int = 0) -> dict[int, int]:
+    """Index of each unescaped `{` from `start` on -> index of its matching `}`."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
     escaped = False
-    for i, ch in enumerate(text):
+    for i in range(start, len(text)):
+        ch = text[i]
         if escaped:
             escaped = False
         elif ch == "\\":
@@ -71,9 +72,10 @@ def _box_content(text: str, braces: dict[int, int], opening: int) -> str:
 
 def boxes(text: str) -> list[Span]:
     """Every outermost `\\boxed{...}` / `\\fbox{...}` (and `\\boxed 5`), in order."""
-    if "\\boxed" not in text and "\\fbox" not in text:
+    first = _BOX.search(text)
+    if first is None:
         return []
-    braces = matching_braces(text)
+    braces = matching_braces(text, first.start())
     found: list[Span] = []
     position = 0
     while True:
