@@ -227,3 +227,8 @@ def test_odd_input_never_throws():
 def test_deeply_nested_boxes_do_not_recurse():
     text = "\\boxed{" * 20_000 + "5" + "}" * 20_000
     assert extract_answer(text) == "5"
+
+
+def test_non_text_input_is_a_clear_type_error():
+    with pytest.raises(TypeError, match="list of steps, got int"):
+        extract_answer(5)

@@ -169,8 +169,12 @@ def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
         return None
     if isinstance(text_or_steps, str):
         text = text_or_steps
-    else:
+    elif isinstance(text_or_steps, Sequence):
         text = "\n".join(str(step) for step in text_or_steps)
+    else:
+        raise TypeError(
+            f"expected an answer, a solution or a list of steps, got {type(text_or_steps).__name__}"
+        )
     if not text.strip():
         return None
     headings = list(_ANSWER_HEADING.finditer(text))
