@@ -71,3 +71,26 @@ def test_vectorised_matches_scalar(method, log):
     got = aggregate_many(rows, method, log=log)
     want = [aggregate(r, method, log=log) for r in rows]
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_null_step_counts_as_null_step_score_everywhere():
+    from prmkit.scoring import NULL_STEP_SCORE, fill_null_steps
+
+    assert NULL_STEP_SCORE == 0.0
+    assert fill_null_steps([0.9, None, 0.5]) == [0.9, 0.0, 0.5]
+    assert aggregate([0.9, None], "mean") == pytest.approx(0.45)
+    assert aggregate([0.9, None], "prod", log=True) == -math.inf
+    rows = [[0.9, None], [None], [0.2, 0.4]]
+    for m in AGGREGATIONS:
+        np.testing.assert_allclose(aggregate_many(rows, m), [aggregate(r, m) for r in rows])
+
+
+@pytest.mark.parametrize("method", ["prod", "min", "last"])
+def test_truncated_solution_never_outranks_a_complete_one(method):
+    # near-certain steps, then the final answer cut by max_length, against a weak but
+    # complete solution: the old rule (aggregate only the scored steps) ranked it first
+    truncated = [0.99, 0.99, None]
+    complete = [0.02, 0.03, 0.05]
+    scores = aggregate_many([truncated, complete], method)
+    assert scores[0] == 0.0 < scores[1]
+    assert aggregate(truncated, method, log=True) < aggregate(complete, method, log=True)

@@ -20,8 +20,22 @@ def fixture_scores() -> dict[str, list[float]]:
 def test_first_error_index():
     assert pb.first_error_index([0.9, 0.4, 0.1], 0.5) == 1
     assert pb.first_error_index([0.9, 0.5], 0.5) == -1  # strictly below the threshold
-    assert pb.first_error_index([0.9, None, 0.1], 0.5) == 2  # null: cut, never flagged
     assert pb.first_error_index([], 0.5) == -1
+
+
+def test_processbench_null_step_score_is_flagged_as_the_first_error():
+    # a step cut by max_length (null from `prmkit score`) counts as NULL_STEP_SCORE = 0.0
+    assert pb.first_error_index([0.9, None, 0.1], 0.5) == 1
+    assert pb.first_error_index([0.9, 0.8, None], 0.5) == 2
+    assert pb.threshold_predictions({"a": [None], "b": [0.9]}, 0.5) == {"a": 0, "b": -1}
+
+
+def test_threshold_grid_search_flags_null_steps():
+    items = {"s": [pb.ProcessBenchItem(id="a", problem="p", steps=["x", "y"], label=1),
+                   pb.ProcessBenchItem(id="b", problem="p", steps=["x", "y"], label=-1)]}
+    # a's wrong step was cut (null = 0.0): at 0.8 it is flagged and b is left alone
+    threshold, f1 = pb.choose_threshold(items, {"a": [0.9, None], "b": [0.9, 0.8]})
+    assert (threshold, f1) == (0.8, 1.0)
 
 
 def test_processbench_by_hand_and_unweighted_average():
@@ -98,9 +112,9 @@ def test_prmscore_by_hand():
     assert res["categories"]["simplicity"] == pytest.approx(0.5 * 0.8 + 0.5 * 2 / 3)
 
 
-def test_prmbench_null_step_score_is_valid():
-    # a step cut by max_length (null from `prmkit score`) is never flagged, as in ProcessBench
-    assert prmbench.valid_from_scores({"a": [0.9, None, 0.1]}) == {"a": [True, True, False]}
+def test_prmbench_null_step_score_is_invalid():
+    # a step cut by max_length (null from `prmkit score`) counts as NULL_STEP_SCORE = 0.0
+    assert prmbench.valid_from_scores({"a": [0.9, None, 0.1]}) == {"a": [True, False, False]}
 
 
 def test_prmbench_step_count_mismatch_is_an_error():

@@ -135,6 +135,20 @@ def test_score_by_name_from_scores_object_and_step_lists():
         sample_score(samples[0], "nope")
 
 
+def test_null_step_scores_and_ratings_from_prmkit_score_count_as_zero():
+    from prmkit.evaluation.samples import Sample
+
+    rec = {"problem": "p", "step_scores": [0.8, None],
+           "step_rating_probs": [{"1": 0.5, "0": 0.3, "-1": 0.2}, None]}
+    sample = Sample(rec, "s.jsonl", 1)
+    assert sample_score(sample, "step_scores", "prod") == 0.0
+    assert sample_score(sample, "step_scores", "mean") == pytest.approx(0.4)
+    assert sample_score(sample, "step_rating_probs", "mean") == pytest.approx(0.4)
+    bad = Sample({"problem": "p", "step_scores": [0.8, "x"]}, "s.jsonl", 3)
+    with pytest.raises(DataError, match=r"s.jsonl:3: field 'step_scores'"):
+        sample_score(bad, "step_scores")
+
+
 def test_openai_released_record_rating_probs_reproduce_prm_score(shared_data):
     path = shared_data / "prm800k" / "raw-examples" / "scored_test_sample.json"
     sample = read_samples(path)[0]

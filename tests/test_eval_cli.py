@@ -32,6 +32,36 @@ def test_eval_bon_trials_has_std_and_extra_key(capsys):
     assert len(out["std"]) == 2 and "orm_score" in out["curves"]
 
 
+def test_eval_bon_reads_prmkit_score_output_with_null_steps(capsys, tmp_path):
+    from test_scoring import make_model
+
+    from prmkit.models.formatting import StepFormat
+
+    model = make_model()
+    model.config.step_format = StepFormat(max_length=24)  # cuts the long solution's end
+    model._encoder = None
+    model.save_pretrained(tmp_path / "model")
+    long_steps = ["Let x be a number.", "Then 2x + 3 = 11, so x = 4.", "The answer is 4."]
+    samples = [{"unique_id": "p1", "problem": "2+2?", "steps": ["Five."], "answer": "5",
+                "is_correct": False},
+               {"unique_id": "p1", "problem": "2+2?", "steps": long_steps, "answer": "4",
+                "is_correct": True}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    scored = tmp_path / "scored.jsonl"
+    assert main(["score", "--model", str(tmp_path / "model"), "--input",
+                 str(tmp_path / "in.jsonl"), "-o", str(scored), "--dtype", "fp32",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    rows = [json.loads(line) for line in scored.read_text().splitlines()]
+    assert rows[1]["step_scores"][0] is not None and rows[1]["step_scores"][1:] == [None, None]
+    for key in ("step_scores", "score"):
+        out = run_json(capsys, ["eval", "bon", "--samples", str(scored), "--score-key", key,
+                                "--n", "1,2", "--pool-size", "none", "--no-majority",
+                                "--json"])
+        # best-of-2 never picks the cut (correct) solution: it scores 0.0 under prod
+        assert out["accuracy"] == [0.5, 0.0] and out["pass_at_n"] == [0.5, 1.0]
+
+
 def test_eval_bon_missing_score_names_file_and_line(capsys):
     assert main(["eval", "bon", "--samples", SAMPLES, "--score-key", "my_prm", "--json"]) == 2
     assert "scored_samples.jsonl:1: field 'my_prm'" in capsys.readouterr().err
@@ -56,18 +86,19 @@ def test_eval_processbench_step_scores_and_threshold(capsys):
     assert out["threshold"] == 0.4 and out["math"]["f1"] == 0.0
 
 
-def test_eval_processbench_reads_null_step_scores_from_prmkit_score(capsys, tmp_path):
-    # `prmkit score` writes null for a step cut by max_length: it is never flagged.
+def test_eval_processbench_null_step_score_from_prmkit_score_is_flagged(capsys, tmp_path):
+    # `prmkit score` writes null for a step cut by max_length: it counts as 0.0, flagged
     lines = (FIXTURES / "processbench_scores.jsonl").read_text().splitlines()
-    lines[0] = json.dumps({"id": "gsm8k-0", "step_scores": [0.9, None, 0.1]})
+    lines[0] = json.dumps({"id": "gsm8k-0", "step_scores": [0.9, None, 0.1]})  # label 1
+    lines[2] = json.dumps({"id": "gsm8k-2", "step_scores": [0.9, None]})  # label -1
     preds = tmp_path / "scores.jsonl"
     preds.write_text("\n".join(lines) + "\n")
-    argv = ["eval", "processbench", "--predictions", str(preds), "--data",
-            str(FIXTURES / "processbench"), "--threshold", "0.4", "--json"]
-    base = run_json(capsys, argv[:3] + [str(FIXTURES / "processbench_scores.jsonl")] + argv[4:])
-    out = run_json(capsys, argv)
-    # gsm8k-0 (label 1) was found at step 1; with that step null the first flag is step 2
-    assert base["gsm8k"]["error_acc"] == 0.5 and out["gsm8k"]["error_acc"] == 0.0
+    out = run_json(capsys, ["eval", "processbench", "--predictions", str(preds), "--data",
+                            str(FIXTURES / "processbench"), "--threshold", "0.4", "--json"])
+    # flagged at step 1: gsm8k-0 is found (1 of 2 erroneous), gsm8k-2 is wrongly flagged
+    # (1 of 2 correct); read as "no error", these would be 0.0 and 1.0
+    assert out["gsm8k"] == {"error_acc": 0.5, "correct_acc": 0.5, "f1": 0.5,
+                            "n_error": 2, "n_correct": 2}
 
 
 def test_eval_processbench_bad_prediction_names_line(capsys, tmp_path):
@@ -96,6 +127,16 @@ def test_eval_prmbench_and_steps(capsys, tmp_path):
                             "--plot", str(tmp_path / "cal.png")])
     assert out["auroc"] == 1.0 and out["n_steps"] == 3
     assert (tmp_path / "cal.png").exists()
+
+
+def test_eval_steps_null_step_score_counts_as_zero(capsys, tmp_path):
+    steps = tmp_path / "s.jsonl"
+    steps.write_text('{"step_scores": [0.9, null], "labels": [1, 0]}\n'
+                     '{"step_scores": [0.3, 0.8], "labels": [1, 1]}\n')
+    out = run_json(capsys, ["eval", "steps", "--predictions", str(steps), "--json"])
+    # null -> 0.0 < 0.5: predicted wrong, as labelled; 0.3 is the one miss
+    assert out["n_steps"] == 4 and out["accuracy"] == 0.75 and out["auroc"] == 1.0
+    assert out["first_error_accuracy"] == 0.5  # the first solution's error is at step 1
 
 
 def test_eval_processbench_model_folder_without_config_is_a_clear_error(capsys, tmp_path):

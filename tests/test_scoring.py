@@ -210,7 +210,7 @@ def test_score_file_openai_schema_three_classes(tmp_path):
             assert p == pytest.approx(c["1"] + c["0"], abs=1e-6)
 
 
-def test_score_file_truncated_steps_are_null(tmp_path, caplog):
+def test_score_file_truncated_solution_scores_zero_with_null_steps(tmp_path, caplog):
     m = make_model()
     m.config.step_format = StepFormat(max_length=24)
     m._encoder = None
@@ -219,8 +219,8 @@ def test_score_file_truncated_steps_are_null(tmp_path, caplog):
     rows = {r["id"]: r for r in read_jsonl(out)}
     cut = rows["e"]
     assert None in cut["step_scores"] and cut["truncated_steps"] == cut["step_scores"].count(None)
-    scored = [p for p in cut["step_scores"] if p is not None]
-    assert cut["score"] == (pytest.approx(aggregate(scored)) if scored else None)
+    assert cut["score"] == 0.0  # a null step counts as 0.0: below every complete solution
+    assert all(r["score"] > 0.0 for r in rows.values() if "truncated_steps" not in r)
     assert report.truncated_steps == sum(r.get("truncated_steps", 0) for r in rows.values()) > 0
     assert "cut by max_length" in report.summary()
     assert "cut by max_length=24" in caplog.text

@@ -32,3 +32,15 @@ def test_select_keeps_existing_output_on_error(tmp_path):
     argv = ["select", "--input", SAMPLES, "--score-key", "missing", "-o", str(out)]
     assert main(argv) == 2
     assert out.read_text() == "previous\n"
+
+
+def test_select_best_never_picks_a_solution_with_null_steps(tmp_path):
+    samples = tmp_path / "scored.jsonl"
+    samples.write_text(
+        '{"problem": "p", "answer": "1", "is_correct": false, "step_scores": [0.1, 0.2]}\n'
+        '{"problem": "p", "answer": "2", "is_correct": true, "step_scores": [0.99, null]}\n')
+    out = tmp_path / "chosen.jsonl"
+    assert main(["select", "--input", str(samples), "--score-key", "step_scores",
+                 "--aggregation", "min", "--grader", "exact", "-o", str(out)]) == 0
+    chosen = json.loads(out.read_text())
+    assert chosen["answer"] == "1" and chosen["selection"]["score"] == 0.1

@@ -118,7 +118,7 @@ def _read_predictions(path: str, required: tuple[str, ...]) -> dict[str, dict]:
 
 def _step_scores(rec: dict, path: str) -> list[float | None]:
     """A list of numbers or nulls (`prmkit score` writes null for a step cut by max_length;
-    the metrics never flag it)."""
+    the metrics count it as prmkit.scoring.NULL_STEP_SCORE)."""
     value = rec["step_scores"]
     if not isinstance(value, list) or not all(
         v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in value
@@ -130,16 +130,14 @@ def _step_scores(rec: dict, path: str) -> list[float | None]:
 
 
 def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]]):
-    """Step probabilities per id from a trained model via prmkit.scoring.Scorer.
-
-    Steps cut by the model's max length (None) are never flagged: they count as 1.0.
-    """
+    """Step probabilities per id from a trained model via prmkit.scoring.Scorer (None for a
+    step cut by the model's max length; the metrics count it as NULL_STEP_SCORE)."""
     from prmkit.scoring import Scorer
 
     scorer = Scorer.from_pretrained(model_dir)
     ids = list(problems_and_steps)
     probs = scorer.score([problems_and_steps[i] for i in ids], progress=True)
-    return {i: [1.0 if v is None else float(v) for v in p] for i, p in zip(ids, probs)}
+    return dict(zip(ids, probs))
 
 
 def _default_dir(given: str | None, fallback: Path, flag: str) -> Path:
@@ -243,9 +241,10 @@ def cmd_steps(args) -> int:
                             "step_scores and labels must be lists of the same length")
         if any(v not in (0, 1, None) or isinstance(v, float) and v not in (0.0, 1.0) for v in y):
             raise DataError(args.predictions, line, "labels", "labels must be 0, 1 or null")
-        if any(not isinstance(v, int | float) or isinstance(v, bool) for v in s):
-            raise DataError(args.predictions, line, "step_scores", "expected numbers")
-        scores.append([float(v) for v in s])
+        if any(v is not None and (not isinstance(v, int | float) or isinstance(v, bool))
+               for v in s):
+            raise DataError(args.predictions, line, "step_scores", "expected numbers or null")
+        scores.append([None if v is None else float(v) for v in s])
         labels.append([None if v is None else int(v) for v in y])
     try:
         result = step_metrics(scores, labels, args.threshold, args.bins)
@@ -292,7 +291,7 @@ def register(subparsers) -> None:
     src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
     src.add_argument("--predictions",
                      help="JSONL of {id, prediction} or {id, step_scores} (e.g. the output "
-                          "of `prmkit score`; a null step score is never flagged)")
+                          "of `prmkit score`; a null step score counts as 0.0: flagged)")
     pbp.add_argument("--data", help="ProcessBench directory (default ../shared/data/processbench)")
     pbp.add_argument("--subsets", help="comma-separated subsets (default: all found)")
     pbp.add_argument("--tune-fraction", type=float, default=None,

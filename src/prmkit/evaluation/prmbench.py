@@ -28,6 +28,7 @@ import numpy as np
 
 from prmkit.data.io import iter_jsonl
 from prmkit.errors import DataError, PrmkitError
+from prmkit.scoring.aggregate import fill_null_steps
 
 CATEGORIES = {
     "simplicity": ("redundency", "circular"),
@@ -172,10 +173,10 @@ def valid_from_scores(
     step_scores: Mapping[str, Sequence[float | None]], threshold: float = VALIDITY_THRESHOLD
 ) -> dict[str, list[bool]]:
     """Valid = score above the threshold (as in the official toolkit). A null score (a step
-    the scorer cut at max_length) counts as valid, as ProcessBench never flags it."""
+    the scorer cut at max_length) counts as NULL_STEP_SCORE (0.0): invalid."""
     out = {}
     for k, v in step_scores.items():
-        s = np.array([np.inf if x is None else x for x in v], dtype=np.float64)
+        s = np.asarray(fill_null_steps(v), dtype=np.float64)
         if np.isnan(s).any():
             raise PrmkitError(f"item {k!r}: a step score is NaN")
         out[k] = (s > threshold).tolist()

@@ -3,7 +3,8 @@
 Official metric, per subset: accuracy on erroneous items (predicted index == label),
 accuracy on correct items (predicted -1), F1 = their harmonic mean (0 when both are 0).
 The headline is the plain mean of the subset F1s (not weighted by subset size).
-A scalar PRM predicts the first step whose score is below a threshold, or -1.
+A scalar PRM predicts the first step whose score is below a threshold, or -1. A null
+step score (a step cut at max_length) counts as NULL_STEP_SCORE (0.0): flagged.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ import numpy as np
 from prmkit.data.processbench import read_processbench
 from prmkit.data.records import ProcessBenchItem
 from prmkit.errors import DataError, PrmkitError
+from prmkit.scoring.aggregate import fill_null_steps
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 
 
 def first_error_index(step_scores: Sequence[float | None], threshold: float) -> int:
     """Index of the first step scored below threshold; -1 if none. A null score (a step
-    the scorer cut at max_length) is never flagged."""
-    s = np.array([np.inf if v is None else v for v in step_scores], dtype=np.float64)
+    the scorer cut at max_length) counts as NULL_STEP_SCORE (0.0)."""
+    s = np.asarray(fill_null_steps(step_scores), dtype=np.float64)
     if np.isnan(s).any():
         raise PrmkitError("step score is NaN")
     below = np.flatnonzero(s < threshold)
@@ -72,14 +74,14 @@ def evaluate(
 
 
 def threshold_predictions(
-    step_scores: Mapping[str, Sequence[float]], threshold: float
+    step_scores: Mapping[str, Sequence[float | None]], threshold: float
 ) -> dict[str, int]:
     return {k: first_error_index(v, threshold) for k, v in step_scores.items()}
 
 
 def choose_threshold(
     items: Mapping[str, Sequence[ProcessBenchItem]],
-    step_scores: Mapping[str, Sequence[float]],
+    step_scores: Mapping[str, Sequence[float | None]],
     grid: Sequence[float] | None = None,
     max_candidates: int = 200,
 ) -> tuple[float, float]:
@@ -91,7 +93,7 @@ def choose_threshold(
     """
     if grid is None:
         flat = np.concatenate(
-            [np.asarray([v for v in step_scores[it.id] if v is not None], dtype=np.float64)
+            [np.asarray(fill_null_steps(step_scores[it.id]), dtype=np.float64)
              for sub in items.values() for it in sub] or [np.zeros(0)]
         )
         uniq = np.unique(flat)

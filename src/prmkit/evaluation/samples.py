@@ -6,7 +6,8 @@ JSON array of such samples, or prmkit's scored output (same fields; scores may a
 in a ``scores`` object). The score is read by name: a number, a list of per-step
 probabilities (aggregated with `Aggregation`), or OpenAI's ``rating_probs`` (per step
 P(+1) + P(0): the neutral rating counts as not wrong, which reproduces the released
-``prm_score``).
+``prm_score``). A null step (``prmkit score`` cut it at max_length) counts as
+`NULL_STEP_SCORE` (0.0), as everywhere in prmkit.
 """
 
 from __future__ import annotations
@@ -60,9 +61,12 @@ def read_samples(path: str | os.PathLike) -> list[Sample]:
     return [Sample(rec, str(path), line) for line, rec in iter_json_records(path)]
 
 
-def _rating_probs_to_steps(value: list, sample: Sample, key: str) -> list[float]:
+def _rating_probs_to_steps(value: list, sample: Sample, key: str) -> list[float | None]:
     out = []
     for i, step in enumerate(value):
+        if step is None:  # a step cut by max_length
+            out.append(None)
+            continue
         if not isinstance(step, dict):
             raise DataError(sample.path, sample.line, f"{key}[{i}]", "expected {rating: prob}")
         out.append(float(step.get("1", 0.0)) + float(step.get("0", 0.0)))
@@ -83,9 +87,12 @@ def sample_score(sample: Sample, key: str, aggregation: str | Aggregation = "pro
         if isinstance(value, int | float):
             score = float(value)
         elif isinstance(value, list):
-            if value and isinstance(value[0], dict):
+            if any(isinstance(v, dict) for v in value):
                 value = _rating_probs_to_steps(value, sample, key)
-            score = aggregate([float(v) for v in value], aggregation)
+            if any(isinstance(v, bool) or not (v is None or isinstance(v, int | float))
+                   for v in value):
+                raise TypeError
+            score = aggregate(value, aggregation)
         else:
             raise TypeError
     except (TypeError, ValueError, InvalidScoreError) as e:

@@ -1,7 +1,8 @@
 """Step-level metrics on labelled data: AUROC, accuracy, calibration, first-error accuracy.
 
 Labels are 1 (step correct) or 0 (step wrong); a step is predicted correct when its score
-is at or above the threshold.
+is at or above the threshold. In `step_metrics` a null score (a step cut at max_length)
+counts as NULL_STEP_SCORE (0.0).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from prmkit.errors import PrmkitError
+from prmkit.scoring.aggregate import fill_null_steps
 
 
 def _arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
@@ -117,13 +119,15 @@ def first_error_accuracy(
 
 
 def step_metrics(
-    step_scores: Sequence[Sequence[float]], step_labels: Sequence[Sequence[int | None]],
+    step_scores: Sequence[Sequence[float | None]], step_labels: Sequence[Sequence[int | None]],
     threshold: float = 0.5, n_bins: int = 10,
 ) -> dict:
     """All step metrics; steps labelled None are left out of step-level metrics, and a
-    solution's first error is taken over its labelled prefix."""
+    solution's first error is taken over its labelled prefix. A None score counts as
+    NULL_STEP_SCORE."""
     flat_s, flat_y, sols_s, sols_y = [], [], [], []
     for s, y in zip(step_scores, step_labels, strict=True):
+        s = fill_null_steps(s)
         if len(s) != len(y):
             raise PrmkitError(f"{len(s)} step scores but {len(y)} step labels")
         keep = [i for i, v in enumerate(y) if v is not None]

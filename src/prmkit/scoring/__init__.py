@@ -5,8 +5,9 @@
     step_probs = scorer.score([(problem, steps), ...])    # P(correct) per step, input order
     scorer.score_file("samples.jsonl", "scored.jsonl", resume=True)
 
-The aggregation names (`aggregate`, `aggregate_many`, `Aggregation`, `AGGREGATIONS`) are
-re-exported from `prmkit.scoring.aggregate`; the scorer names are imported lazily, so
+The aggregation names (`aggregate`, `aggregate_many`, `Aggregation`, `AGGREGATIONS`) and
+the null-step rule (`NULL_STEP_SCORE`, `fill_null_steps`: a step cut by max_length scores
+0.0) are re-exported from `prmkit.scoring.aggregate`; the scorer names are imported lazily, so
 that `import prmkit.scoring` does not load torch.
 """
 
@@ -18,9 +19,11 @@ import importlib
 # would return once the module has been imported.
 from prmkit.scoring.aggregate import (  # noqa: F401 (re-exported)
     AGGREGATIONS,
+    NULL_STEP_SCORE,
     Aggregation,
     aggregate,
     aggregate_many,
+    fill_null_steps,
 )
 
 _EXPORTS = {
@@ -31,7 +34,8 @@ _EXPORTS = {
     "ScoreFileReport": "files",
 }
 
-__all__ = sorted([*_EXPORTS, "AGGREGATIONS", "Aggregation", "aggregate", "aggregate_many"])
+__all__ = sorted([*_EXPORTS, "AGGREGATIONS", "NULL_STEP_SCORE", "Aggregation", "aggregate",
+                  "aggregate_many", "fill_null_steps"])
 
 
 def __getattr__(name: str):

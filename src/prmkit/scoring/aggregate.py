@@ -10,6 +10,13 @@ One setting, `Aggregation`, is honoured the same way by selection, voting and re
 
 An empty step list means that no step was judged wrong: every method returns 1.0 (log 0.0)
 unless another `empty` value is given. NaN or values outside [0, 1] raise InvalidScoreError.
+
+Null step scores: a step cut by max_length is never seen by the model and is scored None
+(null in files). Every reader of step scores replaces it by `NULL_STEP_SCORE` (0.0) through
+`fill_null_steps`, and `aggregate` / `aggregate_many` do so themselves. A cut step is thus
+treated as wrong: under prod, min and last (when the last step is cut) a truncated solution
+scores 0 and never out-ranks a complete one, and ProcessBench / PRMBench flag the step as
+an error.
 """
 
 from __future__ import annotations
@@ -20,6 +27,15 @@ from enum import StrEnum
 import numpy as np
 
 from prmkit.errors import PrmkitError
+
+NULL_STEP_SCORE = 0.0
+
+
+def fill_null_steps(step_probs: Sequence[float | None] | np.ndarray) -> list[float] | np.ndarray:
+    """`step_probs` with every None (a step cut by max_length) replaced by NULL_STEP_SCORE."""
+    if isinstance(step_probs, np.ndarray) and step_probs.dtype != object:
+        return step_probs
+    return [NULL_STEP_SCORE if p is None else p for p in step_probs]
 
 
 class Aggregation(StrEnum):
@@ -62,7 +78,7 @@ def _log(values: np.ndarray) -> np.ndarray:
 
 
 def aggregate(
-    step_probs: Sequence[float] | np.ndarray,
+    step_probs: Sequence[float | None] | np.ndarray,
     method: str | Aggregation = Aggregation.PROD,
     *,
     log: bool = False,
@@ -71,10 +87,11 @@ def aggregate(
     """Score one solution from its per-step probabilities of being correct.
 
     With ``log=True`` the natural log of the score is returned (for ``prod``: the sum of
-    step log-probabilities); use it to rank solutions whose products underflow.
+    step log-probabilities); use it to rank solutions whose products underflow. A None
+    step (cut by max_length) counts as NULL_STEP_SCORE.
     """
     m = _method(method)
-    p = np.asarray(step_probs, dtype=np.float64).reshape(-1)
+    p = np.asarray(fill_null_steps(step_probs), dtype=np.float64).reshape(-1)
     _check(p)
     if p.size == 0:
         return float(_log(np.float64(empty))) if log else float(empty)
@@ -94,7 +111,7 @@ def aggregate(
 
 
 def aggregate_many(
-    step_probs: Sequence[Sequence[float]],
+    step_probs: Sequence[Sequence[float | None]],
     method: str | Aggregation = Aggregation.PROD,
     *,
     log: bool = False,
@@ -108,7 +125,8 @@ def aggregate_many(
         out = _log(out)
     if lengths.sum() == 0:
         return out
-    flat = np.concatenate([np.asarray(s, dtype=np.float64).reshape(-1) for s in step_probs])
+    flat = np.concatenate([np.asarray(fill_null_steps(s), dtype=np.float64).reshape(-1)
+                           for s in step_probs])
     _check(flat)
     ends = np.cumsum(lengths)
     starts = ends - lengths

@@ -4,8 +4,10 @@ Input lines: {"id"?, "problem", "steps": [...]} or OpenAI's scored-samples schem
 two fields; every other field is kept). Output: each input line plus
 - `step_scores`: P(correct) per step (null for a step cut by max_length; one value for
   an outcome model),
-- `score`: the solution score, `step_scores` aggregated (prod/min/last/mean/geomean)
-  over the steps that were scored,
+- `score`: the solution score, `step_scores` aggregated (prod/min/last/mean/geomean) by
+  `prmkit.scoring.aggregate`, a null step counting as NULL_STEP_SCORE (0.0), so that a
+  truncated solution never out-ranks a complete one under prod/min/last (an outcome
+  model: its one value, 0.0 when the last step was cut),
 - `step_rating_probs` (three-class models): {"1", "0", "-1"} probabilities per step,
 - `truncated_steps`: only when some steps were cut.
 Lines are written in input order and flushed chunk by chunk, so an interrupted run can be
@@ -26,7 +28,7 @@ from tqdm import tqdm
 
 from prmkit.data.io import dumps_line, iter_jsonl
 from prmkit.errors import DataError, PrmkitError
-from prmkit.scoring.aggregate import AGGREGATIONS, aggregate
+from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
 from prmkit.scoring.scorer import Scorer, SolutionScores
 
 log = logging.getLogger("prmkit.scoring")
@@ -110,11 +112,7 @@ def _existing_output(path: Path) -> tuple[set[str], int]:
 def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: bool) -> dict:
     out = dict(obj)
     out["step_scores"] = scores.step_probs
-    scored = [p for p in scores.step_probs if p is not None]
-    if orm or (scores.step_probs and not scored):
-        out["score"] = scored[-1] if scored else None
-    else:
-        out["score"] = aggregate(scored, aggregation)
+    out["score"] = aggregate(scores.step_probs, Aggregation.LAST if orm else aggregation)
     if scores.class_probs is not None:
         out["step_rating_probs"] = [
             None if c is None else dict(zip(RATING_KEYS, c)) for c in scores.class_probs
