@@ -15,3 +15,19 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The converted SmolLM2-135M-Instruct folder under $PRMKIT_CACHE (default
+    ~/.cache/prmkit), converted on first use (~30 s) by prmkit itself. A file lock makes
+    parallel workers (pytest -n) wait for one conversion; a failed conversion fails the
+    tests that use this fixture."""
+    from filelock import FileLock
+
+    from prmkit.models.backbones import cache_dir, smollm2_folder
+
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / "smollm2-135m.lock")):
+        return smollm2_folder()

@@ -6,7 +6,7 @@ import pytest
 
 from prmkit.data.records import StepExample
 from prmkit.errors import PrmkitError
-from prmkit.models.backbones import cache_dir, train_tokenizer
+from prmkit.models.backbones import train_tokenizer
 from prmkit.models.formatting import (
     SegmentEncoder,
     StepFormat,
@@ -205,13 +205,10 @@ def test_labels_never_cast_to_bool_regression(tok):
 
 # ---- the real SmolLM2 tokenizer --------------------------------------------------------
 @pytest.fixture(scope="module")
-def smol_tok():
-    folder = cache_dir() / "smollm2-135m"
-    if not (folder / "tokenizer.json").is_file():
-        pytest.skip(f"{folder} is not converted on this machine")
+def smol_tok(smollm2_dir):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(folder)
+    return AutoTokenizer.from_pretrained(smollm2_dir)
 
 
 def test_smollm2_golden_ids(smol_tok):
