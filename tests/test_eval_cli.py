@@ -62,6 +62,26 @@ def test_eval_bon_reads_prmkit_score_output_with_null_steps(capsys, tmp_path):
         assert out["accuracy"] == [0.5, 0.0] and out["pass_at_n"] == [0.5, 1.0]
 
 
+def test_eval_bon_64_sample_pool_is_not_padded_unless_asked(capsys, tmp_path):
+    # one problem, 64 samples, only the top-scored one correct
+    samples = tmp_path / "s.jsonl"
+    samples.write_text("".join(
+        json.dumps({"problem": "p", "answer": str(i), "is_correct": i == 63,
+                    "prm_score": (i + 1) / 64}) + "\n" for i in range(64)))
+    argv = ["eval", "bon", "--samples", str(samples), "--score-key", "prm_score",
+            "--n", "1,64", "--no-majority", "--json"]
+    out = run_json(capsys, argv)
+    assert out["accuracy"] == pytest.approx([1 / 64, 1.0])
+    assert out["pool_size"] is None and out["padding"] is None
+    assert main(argv + ["--pool-size", "1860"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    # padded to 1,860 slots, a draw of 64 holds the correct sample with probability 64/1860
+    assert out["accuracy"] == pytest.approx([1 / 1860, 64 / 1860])
+    assert out["padding"] == {"pool_size": 1860, "problems_padded": 1, "empty_slots": 1796}
+    assert "padded to 1860 slots" in captured.err
+
+
 def test_eval_bon_missing_score_names_file_and_line(capsys):
     assert main(["eval", "bon", "--samples", SAMPLES, "--score-key", "my_prm", "--json"]) == 2
     assert "scored_samples.jsonl:1: field 'my_prm'" in capsys.readouterr().err

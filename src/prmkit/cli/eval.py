@@ -59,7 +59,7 @@ def _grader(name: str):
 
 
 def cmd_bon(args) -> int:
-    from prmkit.evaluation.bon import bon_curves
+    from prmkit.evaluation.bon import bon_curves, padding
     from prmkit.evaluation.report import plot_bon_curves
     from prmkit.evaluation.samples import build_pools, read_samples
     from prmkit.selection.vote import AnswerClusterer
@@ -89,6 +89,7 @@ def cmd_bon(args) -> int:
                 "pass_at_n": curves.accuracy["pass"],
                 "estimator": args.estimator,
                 "pool_size": args.pool_size,
+                "padding": padding(pools, args.pool_size),
                 "trials": args.trials,
                 "problems": len(pools),
                 "score_key": key,
@@ -99,6 +100,11 @@ def cmd_bon(args) -> int:
         else:
             result.setdefault("curves", {})[key] = {"accuracy": curves.accuracy["best"],
                                                    "std": curves.std["best"]}
+    if result["padding"]:
+        pad = result["padding"]
+        print(f"padding: every pool padded to {pad['pool_size']} slots (--pool-size; "
+              f"{pad['problems_padded']} of {result['problems']} problems, "
+              f"{pad['empty_slots']} empty slots in all)", file=sys.stderr)
     if args.plot:
         plot_bon_curves(series, args.plot, title=f"Best-of-N on {Path(args.samples).name}")
     _emit(result, args)
@@ -276,8 +282,10 @@ def register(subparsers) -> None:
     b.add_argument("--n", type=_ints, default=None, help="comma-separated N values")
     b.add_argument("--trials", type=int, default=400)
     b.add_argument("--estimator", choices=("exact", "trials"), default="exact")
-    b.add_argument("--pool-size", type=_pool_size, default=1860,
-                   help="pad each pool to this size (none: no padding)")
+    b.add_argument("--pool-size", type=_pool_size, default=None,
+                   help="pad every problem's pool with empty slots to this size before "
+                        "drawing N, the paper's protocol for OpenAI's released pool (1860); "
+                        "default none: N is drawn among the samples present")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--grader", choices=("prmkit", "exact"), default="prmkit",
                    help="answer equivalence for majority vote")

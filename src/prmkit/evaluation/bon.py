@@ -1,7 +1,8 @@
 """Best-of-N, voting and pass@N curves from pools of scored samples.
 
 The paper's protocol (OpenAI's released eval script): each problem's pool is padded to a
-fixed size (1,860) with empty slots; a trial draws N slots uniformly without replacement;
+fixed size (1,860) with empty slots (`pool_size=PAPER_POOL_SIZE`; by default nothing is
+padded and N is drawn among the samples present); a trial draws N slots uniformly without replacement;
 empty slots and samples without an answer are dropped; the highest-scored remaining sample
 is picked (ties: uniformly at random, as `max` over a shuffled list does); the problem counts
 as solved if that sample is correct. A draw with no real sample counts as wrong. So an empty
@@ -122,7 +123,7 @@ def _choose_ratio(a: np.ndarray, n: np.ndarray, total: int, lf: np.ndarray) -> n
 
 
 def bon_exact(
-    pools: Sequence[ProblemPool], ns: Sequence[int], pool_size: int | None = PAPER_POOL_SIZE
+    pools: Sequence[ProblemPool], ns: Sequence[int], pool_size: int | None = None
 ) -> np.ndarray:
     """Exact expected best-of-N accuracy (see module docstring) for each N."""
     _check_ns(ns, pools, pool_size)
@@ -143,7 +144,7 @@ def bon_exact(
 
 
 def pass_at_n(
-    pools: Sequence[ProblemPool], ns: Sequence[int], pool_size: int | None = PAPER_POOL_SIZE
+    pools: Sequence[ProblemPool], ns: Sequence[int], pool_size: int | None = None
 ) -> np.ndarray:
     """Exact probability that a random N-draw holds at least one correct sample."""
     _check_ns(ns, pools, pool_size)
@@ -175,7 +176,7 @@ def _uniform_argmax(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def simulate(
     pools: Sequence[ProblemPool],
     ns: Sequence[int],
-    pool_size: int | None = PAPER_POOL_SIZE,
+    pool_size: int | None = None,
     trials: int = PAPER_TRIALS,
     seed: int = 0,
     methods: Sequence[str] = ("best",),
@@ -225,12 +226,24 @@ def simulate(
     return {m: h / len(pools) for m, h in hits.items()}
 
 
+def padding(pools: Sequence[ProblemPool], pool_size: int | None) -> dict | None:
+    """What padding every pool to `pool_size` adds: None when nothing is padded, else
+    {"pool_size", "problems_padded", "empty_slots"} (answer-less samples are not counted)."""
+    if pool_size is None:
+        return None
+    empty = [_slots(p, pool_size) - int(p.n_slots) for p in pools]
+    if not any(empty):
+        return None
+    return {"pool_size": int(pool_size), "problems_padded": sum(e > 0 for e in empty),
+            "empty_slots": int(sum(empty))}
+
+
 def bon_curves(
     pools: Sequence[ProblemPool],
     ns: Sequence[int] | None = None,
     *,
     estimator: str = "exact",
-    pool_size: int | None = PAPER_POOL_SIZE,
+    pool_size: int | None = None,
     trials: int = PAPER_TRIALS,
     seed: int = 0,
     votes: Sequence[str] = ("majority",),
