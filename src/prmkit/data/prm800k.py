@@ -1,7 +1,9 @@
 """Raw PRM800K records (the original OpenAI schema), phases 1 and 2.
 
 Reads strict JSONL and the pretty-printed "concatenated" form; writes JSONL that
-reads back into identical records. Unknown keys are kept in `extra`:
+reads back into identical records. JSONL lines shaped like the official files decode
+with msgspec straight into typed structs (completions into `Step`), with no dicts in
+between; any other line takes the validating dict path, which names a bad field. Unknown keys are kept in `extra`:
 top-level ones directly, unknown `question` keys under extra["question_extra"],
 unknown `label` keys under extra["label_extra"].
 """
@@ -10,10 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
+import orjson
+from msgspec import UNSET, UnsetType
 
 from prmkit.data.io import atomic_write, dumps_line
-from prmkit.data.jsonstream import iter_any_json
+from prmkit.data.jsonstream import iter_json_values, sniff
 from prmkit.data.records import LabelledSolution, LabelledStep, Problem, Provenance, Step
 from prmkit.errors import DataError
 
@@ -261,19 +267,132 @@ def _default_present(generation: int | None, question: dict) -> list[str]:
     return ["ground_truth_solution"] if question.get("ground_truth_solution") is not None else []
 
 
+# --- JSONL lines shaped like the official files: msgspec structs -------------------------
+# Every field is required (optional question keys may be absent), unknown keys and odd
+# types fail to decode; the line then takes the dict path. Integers stay within int64,
+# beyond which orjson (the dict path) reads them differently.
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class _RawStep(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    completions: list[Step] | None
+    human_completion: dict[str, Any] | None  # carries extra keys such as "source"
+    chosen_completion: _Int | None
+
+
+class _RawLabel(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    steps: list[_RawStep]
+    total_time: _Int | None
+    finish_reason: Literal["found_error", "solution", "bad_problem", "give_up"] | None
+
+
+class _RawQuestion(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    problem: str
+    ground_truth_answer: str | None
+    ground_truth_solution: str | None | UnsetType = UNSET
+    pre_generated_steps: list[str] | None | UnsetType = UNSET
+    pre_generated_answer: str | None | UnsetType = UNSET
+    pre_generated_verifier_score: _Int | float | None | UnsetType = UNSET
+
+
+class _RawRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    labeler: str | None
+    timestamp: str | None
+    generation: _Int | None
+    is_quality_control_question: bool
+    is_initial_screening_question: bool
+    question: _RawQuestion
+    label: _RawLabel
+
+
+_decoder = msgspec.json.Decoder(_RawRecord)
+
+
+def _none(value: Any) -> Any:
+    return None if value is UNSET else value
+
+
+def _from_struct(r: _RawRecord, path: str, line: int) -> LabelledSolution:
+    """A decoded line -> LabelledSolution, equal to what parse_record builds from its dict."""
+    steps = []
+    for s in r.label.steps:
+        completions = [] if s.completions is None else s.completions
+        chosen = s.chosen_completion
+        if chosen is not None and not 0 <= chosen < len(completions):
+            raise _Unusual
+        human = s.human_completion
+        if human is not None:
+            human = _parse_step(_Ctx(path, line), human, "human_completion")
+        steps.append(LabelledStep(completions, chosen, human))
+    q = r.question
+    present = [k for k in _OPTIONAL_QUESTION_KEYS if getattr(q, k) is not UNSET]
+    solution = _none(q.ground_truth_solution)
+    default = _default_present(r.generation, {"ground_truth_solution": solution})
+    return LabelledSolution(
+        Problem(q.problem, q.ground_truth_answer, None, solution),
+        steps,
+        r.label.finish_reason,
+        r.label.total_time,
+        _none(q.pre_generated_steps),
+        _none(q.pre_generated_answer),
+        _none(q.pre_generated_verifier_score),
+        Provenance(FORMAT, path, line, r.labeler, r.timestamp, r.generation,
+                   r.is_quality_control_question, r.is_initial_screening_question),
+        {} if present == default else {"question_keys": present},
+    )
+
+
+def _read_jsonl(path: str, skip_bad: bool, bad: list | None) -> Iterator[LabelledSolution]:
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, 1):
+            try:
+                sol = _from_struct(_decoder.decode(raw), path, line)
+            except (msgspec.DecodeError, msgspec.ValidationError, _Unusual, DataError):
+                sol = None
+            if sol is not None:
+                yield sol
+                continue
+            # Blank, malformed or unusual: the dict path, with its exact error messages.
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                if not skip_bad:
+                    raise DataError(path, line, None, f"invalid JSON ({e})") from None
+                if bad is not None:
+                    bad.append((line, f"invalid JSON ({e})"))
+                continue
+            try:
+                yield _parse_dict(obj, path, line)
+            except DataError as e:
+                if not skip_bad:
+                    raise
+                if bad is not None:
+                    bad.append((line, str(e)))
+
+
+def _parse_dict(obj: Any, path: str, line: int) -> LabelledSolution:
+    try:
+        return _fast_record(obj, path, line)
+    except (_Unusual, KeyError, TypeError, AttributeError, DataError):
+        return parse_record(obj, path, line)
+
+
 def read_prm800k(
     path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
 ) -> Iterator[LabelledSolution]:
     """Stream LabelledSolution records from raw PRM800K JSONL or concatenated JSON."""
     path_str = str(path)
-    for line, obj in iter_any_json(path, skip_bad=skip_bad, bad=bad):
+    layout = sniff(path)
+    if layout == "jsonl":
+        yield from _read_jsonl(path_str, skip_bad, bad)
+        return
+    if layout == "empty":
+        return
+    for line, obj in iter_json_values(path, skip_bad=skip_bad, bad=bad):
         try:
-            try:
-                yield _fast_record(obj, path_str, line)
-                continue
-            except (_Unusual, KeyError, TypeError, AttributeError, DataError):
-                pass
-            yield parse_record(obj, path_str, line)
+            yield _parse_dict(obj, path_str, line)
         except DataError as e:
             if not skip_bad:
                 raise

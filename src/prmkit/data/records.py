@@ -7,7 +7,9 @@ Unknown source fields are kept in `extra` so that writers can round-trip them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 
 @dataclass
@@ -20,24 +22,33 @@ class Problem:
     level: int | None = None
 
 
-@dataclass
-class Step:
-    """One step candidate as written (by a model or a person) and rated."""
+Rating = Annotated[int, msgspec.Meta(ge=-1, le=1)]
+# `extra` holds a source's unknown keys; a source key named "extra" must go there too, so
+# decoding never fills this field from JSON (no object meets both bounds).
+_Extra = Annotated[dict[str, Any], msgspec.Meta(min_length=1, max_length=0)]
+
+
+class Step(msgspec.Struct, forbid_unknown_fields=True):
+    """One step candidate as written (by a model or a person) and rated.
+
+    A msgspec Struct (fields, defaults, equality and mutability as a dataclass) so that
+    readers decode PRM800K completions straight into it; a completion with other keys
+    fails to decode and takes the validating path, which keeps those keys in `extra`.
+    """
 
     text: str
-    rating: int | None = None
+    rating: Rating | None = None
     flagged: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: _Extra = msgspec.field(default_factory=dict)
 
 
-@dataclass
-class LabelledStep:
+class LabelledStep(msgspec.Struct):
     """A step position: the rated alternatives, the human completion and which one was kept."""
 
     completions: list[Step]
     chosen: int | None = None  # index into completions, None if none was kept
     human_completion: Step | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def kept(self) -> Step | None:
