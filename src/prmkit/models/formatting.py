@@ -11,6 +11,7 @@ appears inside a step's text never receives a label.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
@@ -30,6 +31,27 @@ class StepFormat:
     @classmethod
     def from_dict(cls, d: dict) -> StepFormat:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+_TEMPLATE_PARTS = re.compile(r"\{problem\}|\{\{|\}\}")
+
+
+def render_prompt(template: str, problem: str) -> str:
+    """Put the problem in place of `{problem}`; every other brace is literal text, so
+    `\\boxed{}` needs no escaping (`{{` and `}}` still give one brace, as in str.format)."""
+    found = False
+
+    def part(m: re.Match) -> str:
+        nonlocal found
+        if m[0] == "{problem}":
+            found = True
+            return problem
+        return m[0][0]
+
+    text = _TEMPLATE_PARTS.sub(part, template)
+    if not found:
+        raise PrmkitError(f"prompt_template {template!r} has no {{problem}} placeholder")
+    return text
 
 
 @dataclass
@@ -67,7 +89,7 @@ class SegmentEncoder:
                 [{"role": "user", "content": problem}], add_generation_prompt=True, tokenize=False
             )
             return tuple(self._encode(text))
-        ids = self._encode(self.fmt.prompt_template.format(problem=problem))
+        ids = self._encode(render_prompt(self.fmt.prompt_template, problem))
         if tok.bos_token_id is not None and getattr(tok, "add_bos_token", True):
             ids = [tok.bos_token_id, *ids]
         return tuple(ids)
