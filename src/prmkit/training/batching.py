@@ -93,6 +93,11 @@ def collate(rows: Sequence[PackedRow], pad_id: int) -> Batch:
     )
 
 
+def label_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each label against its target distribution ([K, C] -> [K])."""
+    return -(targets * torch.log_softmax(logits.float(), -1)).sum(-1)
+
+
 @dataclass
 class RowPredictions:
     """One entry per labelled node of the rows: P(correct), the target's P(correct), the
@@ -126,8 +131,7 @@ def predict_rows(model, rows: Sequence[PackedRow], pad_id: int, batch_tokens: in
         probs.append(model.correct_probability(logits).cpu().numpy())
         truth.append(t.cpu().numpy())
         weights.append(batch.weights.cpu().numpy())
-        losses.append((-(batch.targets * torch.log_softmax(logits.float(), -1)).sum(-1))
-                      .cpu().numpy())
+        losses.append(label_losses(logits, batch.targets).cpu().numpy())
 
     def cat(parts):
         return np.concatenate(parts) if parts else np.zeros(0)

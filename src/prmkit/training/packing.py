@@ -9,11 +9,12 @@ tree attention mask (a token sees the earlier tokens of its own node and every t
 its ancestor nodes) and per-branch position ids (a node starts where its parent ends),
 so every path is computed exactly as if it ran alone.
 
-Labels sit on the last token of a labelled node. When several examples label the same
-node their target distributions are averaged and the node's weight is the number of
-labels (`label_weighting="count"`, the default): cross-entropy is linear in the target,
-so this gives exactly the loss of training every example separately, including when the
-labels disagree (soft or conflicting). `label_weighting="unique"` gives each node weight 1.
+Labels sit on the last token of a labelled node. Every label has a weight from
+`label_weights`, shared with the unpacked rows: 1 (`label_weighting="count"`, the
+default here), or 1/k for a step labelled by k examples (`"unique"`: each distinct
+labelled step weighs 1 in total). A node's target is the weighted mean of its labels'
+targets and its weight their sum: cross-entropy is linear in the target, so packed and
+unpacked rows give exactly the same loss, including when the labels disagree.
 
 Rows hold at most `row_tokens` tokens. A tree that is too big is split into several
 units, each carrying copies of the ancestors it needs; units (whole small trees and
@@ -71,7 +72,8 @@ class Node:
     parent: Node | None
     start: int  # position id of the first token (depth in tokens)
     children: dict[str, Node] = field(default_factory=dict)
-    target_sum: list[float] | None = None
+    target_sum: list[float] | None = None  # weighted sum of the labels' targets
+    weight: float = 0.0  # sum of the labels' weights
     count: int = 0
     sources: list[tuple[int, int]] = field(default_factory=list)  # (example index, step index)
     size: int = 0  # tokens in this node's subtree (filled by `_sizes`)
@@ -80,12 +82,40 @@ class Node:
     def end(self) -> int:
         return self.start + len(self.ids)
 
-    def add_label(self, target: list[float], source: tuple[int, int]) -> None:
+    def add_label(self, target: list[float], source: tuple[int, int], weight: float = 1.0) -> None:
         if self.target_sum is None:
             self.target_sum = [0.0] * len(target)
-        self.target_sum = [a + b for a, b in zip(self.target_sum, target)]
+        self.target_sum = [a + weight * b for a, b in zip(self.target_sum, target)]
+        self.weight += weight
         self.count += 1
         self.sources.append(source)
+
+
+def label_weights(examples: Sequence[StepExample], targets: Sequence[Sequence[list[float] | None]],
+                  weighting: LabelWeighting = "count") -> list[list[float]]:
+    """Weight of the label of step j of example i (`targets[i][j]` not None), for packed
+    and unpacked rows alike. count: 1 each. unique: 1/k, where k examples label the same
+    step after the same prefix of the same problem, so each distinct labelled step
+    weighs 1 in total (PRM800K with alternatives as prefixes repeats a kept prefix step
+    once per rated alternative after it)."""
+    if weighting not in ("count", "unique"):
+        raise PrmkitError(f"label_weighting must be 'count' or 'unique', not {weighting!r}")
+    if weighting == "count":
+        return [[1.0] * len(t) for t in targets]
+    node_of: dict[tuple[int, str], int] = {}  # (parent node, step text) -> node
+    nodes: list[list[int]] = []
+    labels: dict[int, int] = {}
+    for ex, tg in zip(examples, targets):
+        node = node_of.setdefault((-1, ex.problem), len(node_of))
+        ids = []
+        for step, t in zip(ex.steps, tg):
+            node = node_of.setdefault((node, step), len(node_of))
+            ids.append(node)
+            if t is not None:
+                labels[node] = labels.get(node, 0) + 1
+        nodes.append(ids)
+    return [[1.0 / labels[n] if t is not None else 0.0 for n, t in zip(ids, tg)]
+            for ids, tg in zip(nodes, targets)]
 
 
 def build_tries(
@@ -93,13 +123,16 @@ def build_tries(
     encoder: SegmentEncoder,
     num_classes: int = 2,
     objective: Objective = "prm",
+    label_weighting: LabelWeighting = "count",
 ) -> list[Node]:
     """One trie per distinct problem text; steps that do not fit in max_length are dropped
     whole (as `SegmentEncoder.encode` does). Returns the roots in first-seen order."""
     roots: dict[str, Node] = {}
     max_length = encoder.fmt.max_length
+    all_targets = [example_targets(ex, num_classes, objective) for ex in examples]
+    weights = label_weights(examples, all_targets, label_weighting)
     for ei, ex in enumerate(examples):
-        targets = example_targets(ex, num_classes, objective)
+        targets = all_targets[ei]
         root = roots.get(ex.problem)
         if root is None:
             ids = encoder.prompt_ids(ex.problem)
@@ -120,7 +153,7 @@ def build_tries(
                 child = node.children[step] = Node(ids, node, node.end)
             node = child
             if targets[si] is not None:
-                node.add_label(targets[si], (ei, si))
+                node.add_label(targets[si], (ei, si), weights[ei][si])
     return [r for r in roots.values() if _has_label(r)]
 
 
@@ -160,22 +193,21 @@ class Unit:
         return sum(len(s.ids) for s in self.segments)
 
 
-def _segment(node: Node, parent: int, labelled: bool, weighting: LabelWeighting) -> Segment:
+def _segment(node: Node, parent: int, labelled: bool) -> Segment:
     if not labelled or node.count == 0:
         return Segment(node.ids, parent, node.start, None, 0.0, [])
-    target = [v / node.count for v in node.target_sum]
-    weight = float(node.count) if weighting == "count" else 1.0
-    return Segment(node.ids, parent, node.start, target, weight, list(node.sources))
+    target = [v / node.weight for v in node.target_sum]
+    return Segment(node.ids, parent, node.start, target, node.weight, list(node.sources))
 
 
-def _emit_subtree(node: Node, parent: int, segs: list[Segment], weighting: LabelWeighting) -> None:
-    segs.append(_segment(node, parent, True, weighting))
+def _emit_subtree(node: Node, parent: int, segs: list[Segment]) -> None:
+    segs.append(_segment(node, parent, True))
     me = len(segs) - 1
     for c in node.children.values():
-        _emit_subtree(c, me, segs, weighting)
+        _emit_subtree(c, me, segs)
 
 
-def split_tree(root: Node, row_tokens: int, weighting: LabelWeighting = "count") -> list[Unit]:
+def split_tree(root: Node, row_tokens: int) -> list[Unit]:
     """Cut a trie into units of at most `row_tokens` tokens. Each unit is a chain of copied
     ancestors followed by whole subtrees; a node's label is emitted exactly once."""
     _prune(root)
@@ -199,10 +231,10 @@ def split_tree(root: Node, row_tokens: int, weighting: LabelWeighting = "count")
             segs: list[Segment] = []
             for depth, a in enumerate(chain):
                 first = id(a) not in labelled
-                segs.append(_segment(a, depth - 1, first, weighting))
+                segs.append(_segment(a, depth - 1, first))
                 labelled.add(id(a))
             for c in group:
-                _emit_subtree(c, len(chain) - 1, segs, weighting)
+                _emit_subtree(c, len(chain) - 1, segs)
             units.append(Unit(segs))
             group, group_tokens = [], 0
 
@@ -222,7 +254,7 @@ def split_tree(root: Node, row_tokens: int, weighting: LabelWeighting = "count")
 
     if root.size <= row_tokens:
         segs: list[Segment] = []
-        _emit_subtree(root, -1, segs, weighting)
+        _emit_subtree(root, -1, segs)
         return [Unit(segs)]
     visit(root, [], 0)
     return units
@@ -315,11 +347,9 @@ def pack_examples(
             f"row_tokens={row_tokens} must be at least the step format's "
             f"max_length={encoder.fmt.max_length}"
         )
-    if label_weighting not in ("count", "unique"):
-        raise PrmkitError(f"label_weighting must be 'count' or 'unique', not {label_weighting!r}")
     units: list[Unit] = []
-    for root in build_tries(examples, encoder, num_classes, objective):
-        units.extend(split_tree(root, row_tokens, label_weighting))
+    for root in build_tries(examples, encoder, num_classes, objective, label_weighting):
+        units.extend(split_tree(root, row_tokens))
     return pack_units(units, row_tokens)
 
 
@@ -328,24 +358,37 @@ def unpacked_rows(
     encoder: SegmentEncoder,
     num_classes: int = 2,
     objective: Objective = "prm",
+    label_weighting: LabelWeighting = "count",
 ) -> list[PackedRow]:
     """One row per example (no sharing), in the same representation as packed rows."""
+    all_targets = [example_targets(ex, num_classes, objective) for ex in examples]
+    weights = label_weights(examples, all_targets, label_weighting)
     rows = []
     for ei, ex in enumerate(examples):
-        targets = example_targets(ex, num_classes, objective)
+        targets = all_targets[ei]
         enc = encoder.encode(ex.problem, ex.steps)
-        positions, tgts, srcs = [], [], []
+        positions, tgts, wts, srcs = [], [], [], []
         for pos, si in zip(enc.label_positions, enc.step_indices):
             if targets[si] is not None:
                 positions.append(pos)
                 tgts.append(targets[si])
+                wts.append(weights[ei][si])
                 srcs.append([(ei, si)])
         if not positions:
             continue
         n = positions[-1] + 1  # tokens after the last label are not needed
         rows.append(PackedRow(enc.input_ids[:n], list(range(n)), [0] * n, [-1], positions, tgts,
-                              [1.0] * len(positions), srcs))
+                              wts, srcs))
     return rows
+
+
+def drop_long_prompts(examples: Sequence[StepExample],
+                      encoder: SegmentEncoder) -> tuple[list[StepExample], int]:
+    """(examples whose prompt fits in max_length, number of the others): one over-long
+    problem is skipped, as scoring gives it no score, instead of stopping a run."""
+    limit = encoder.fmt.max_length
+    kept = [ex for ex in examples if len(encoder.prompt_ids(ex.problem)) <= limit]
+    return kept, len(examples) - len(kept)
 
 
 def token_counts(examples: Sequence[StepExample], encoder: SegmentEncoder, row_tokens: int,
