@@ -1,4 +1,5 @@
-"""Checkpoints for exact resumption: trainable weights, optimiser, scheduler, RNG, step."""
+"""Checkpoints for exact resumption: trainable weights, optimiser, scheduler, step, and
+the RNG state of every process (`rng_state_rank{r}.pt`, one file per rank)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from prmkit.errors import PrmkitError
 
 STATE_FILE = "trainer_state.pt"
 INFO_FILE = "trainer_state.json"
+RNG_FILE = "rng_state_rank{rank}.pt"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -44,17 +46,34 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def save_rng_state(folder: Path, rank: int, state: dict | None = None) -> Path:
+    """Write one process's RNG state (this process's when `state` is None)."""
+    path = Path(folder) / RNG_FILE.format(rank=rank)
+    torch.save(state if state is not None else rng_state(), path)
+    return path
+
+
+def load_rng_state(folder: Path, rank: int) -> dict:
+    """Read the RNG state that process `rank` saved in a checkpoint folder."""
+    path = Path(folder) / RNG_FILE.format(rank=rank)
+    if not path.is_file():
+        raise PrmkitError(f"{path} is missing: the checkpoint was saved by fewer processes")
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
 def save_checkpoint(output_dir, step: int, model, optimizer, scheduler, info: dict,
-                    keep: int = 2) -> Path:
-    """Write checkpoints/step-N atomically (temp folder, then rename); keep the last `keep`."""
+                    keep: int = 2, rng_states: list[dict] | None = None) -> Path:
+    """Write checkpoints/step-N atomically (temp folder, then rename); keep the last `keep`.
+    `rng_states[r]` is the RNG state of process r (default: this process, as rank 0)."""
     root = checkpoint_root(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:07d}"
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-step-", dir=root))
     try:
         torch.save({"model": trainable_state(model), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": rng_state(), "step": step},
-                   tmp / STATE_FILE)
+                    "scheduler": scheduler.state_dict(), "step": step}, tmp / STATE_FILE)
+        for rank, state in enumerate(rng_states or [rng_state()]):
+            save_rng_state(tmp, rank, state)
         (tmp / INFO_FILE).write_text(json.dumps({"step": step, **info}, indent=2) + "\n")
         if final.exists():
             shutil.rmtree(final)
@@ -81,8 +100,15 @@ def latest_checkpoint(output_dir) -> Path | None:
     return found[-1] if found else None
 
 
-def load_checkpoint(path: Path, model, optimizer, scheduler) -> int:
-    """Restore everything saved by save_checkpoint; returns the optimizer step."""
+def checkpoint_info(path: Path) -> dict:
+    """The JSON record saved beside a checkpoint (step, config, fingerprints...)."""
+    f = Path(path) / INFO_FILE
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def load_checkpoint(path: Path, model, optimizer, scheduler, rank: int = 0) -> int:
+    """Restore everything saved by save_checkpoint, with the RNG state of process `rank`;
+    returns the optimizer step."""
     state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
     params = dict(model.named_parameters())
     missing = [n for n in state["model"] if n not in params]
@@ -93,5 +119,5 @@ def load_checkpoint(path: Path, model, optimizer, scheduler) -> int:
             params[n].copy_(v)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(state["rng"])
+    set_rng_state(state["rng"] if "rng" in state else load_rng_state(path, rank))
     return int(state["step"])
