@@ -1,4 +1,6 @@
+import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,10 @@ from prmkit.data import read_records
 from prmkit.data.records import StepExample
 from prmkit.errors import PrmkitError
 from prmkit.models.reward_model import StepRewardModel
+from prmkit.training import checkpointing as ckpt
+from prmkit.training.batching import collate
 from prmkit.training.checkpointing import list_checkpoints
+from prmkit.training.packing import pack_examples, unpacked_rows
 from prmkit.training.reward_config import RewardTrainingConfig
 from prmkit.training.reward_trainer import RewardTrainer, train, weighted_auroc
 
@@ -121,13 +126,44 @@ def test_model_is_saved_before_the_final_evaluation(tmp_path, examples, monkeypa
     assert StepRewardModel.from_pretrained(model_dir).config.objective == "prm"
 
 
-def test_orm_trains_on_outcomes_only(tmp_path, examples):
-    orm = [StepExample(e.problem, e.steps, outcome=float(e.labels[-1]), group=e.group)
-           for e in examples]
-    cfg = _config(tmp_path, orm + [StepExample("no outcome", ("x",), (1.0,))], max_steps=2,
-                  model={"objective": "orm"})
-    result = train(cfg)
-    assert result.data["train_labels"] <= result.data["train_examples"]
+def _rows_loss(model, rows) -> float:
+    batch = collate(rows, model.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logits = model(batch.input_ids, batch.label_positions, batch.attention_mask,
+                       batch.position_ids)
+    return model.loss(logits, batch.targets, batch.weights).item()
+
+
+@pytest.mark.parametrize("packing", ["tree", "none"])
+def test_orm_trains_on_outcomes_only(tmp_path, examples, packing):
+    orm = [StepExample(e.problem, e.steps, labels=e.labels, outcome=float(e.labels[-1]),
+                       group=e.group) for e in examples]
+    cfg = _config(tmp_path, orm, packing=packing, model={"objective": "orm"})
+    trainer = RewardTrainer(cfg)
+    model = trainer.build_model().eval()
+    rows = trainer.build_rows(orm, model.encoder)
+    # only the final step of each solution carries a label (no label on other steps)
+    sources = [src for r in rows for srcs in r.sources for src in srcs]
+    assert sorted(sources) == [(i, len(ex.steps) - 1) for i, ex in enumerate(orm)]
+    for r in rows:
+        for srcs, target in zip(r.sources, r.targets):
+            outcomes = [orm[i].outcome for i, _ in srcs]
+            assert target[0] == pytest.approx(sum(outcomes) / len(outcomes))
+    base = _rows_loss(model, rows)
+
+    # an intermediate step label changes: same rows, same loss
+    flipped_steps = [dataclasses.replace(e, labels=tuple(1.0 - v for v in e.labels[:-1])
+                                         + e.labels[-1:]) for e in orm]
+    assert any(len(e.steps) > 1 for e in orm)
+    assert _rows_loss(model, trainer.build_rows(flipped_steps, model.encoder)) == base
+    # only the outcome changes: the loss changes
+    flipped_outcome = [dataclasses.replace(e, outcome=1.0 - e.outcome) for e in orm]
+    assert _rows_loss(model, trainer.build_rows(flipped_outcome, model.encoder)) != \
+        pytest.approx(base, abs=1e-6)
+    # an example without an outcome gives no row in training
+    no_outcome = StepExample("no outcome", ("x",), (1.0,))
+    result = train(_config(tmp_path / "run2", [*orm, no_outcome], packing=packing,
+                           max_steps=1, model={"objective": "orm"}))
     assert result.data["train_label_sources"] == result.data["train_examples"]
 
 
@@ -144,7 +180,7 @@ def test_top_k_lora_only_adapts_top_layers(tmp_path, examples):
 def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(PrmkitError, match=r"unknown config key 'lora\.rank'.*lora\.r"):
         RewardTrainingConfig.from_dict({"lora": {"rank": 4}, "data": {"train": ["x"]}})
-    with pytest.raises(PrmkitError, match="'lr' must be a number"):
+    with pytest.raises(PrmkitError, match="'lr' must be a number .*got 'fast'"):
         RewardTrainingConfig.from_dict({"lr": "fast", "data": {"train": ["x"]}})
     with pytest.raises(PrmkitError, match="'packing' must be one of"):
         RewardTrainingConfig.from_dict({"packing": "yes", "data": {"train": ["x"]}})
@@ -210,3 +246,197 @@ def test_eval_files_keep_problems_of_the_training_holdout(tmp_path):
     train_ex, eval_ex = prepare(cfg, "prm", seed=0, stats=Counter())
     assert not any(ex.problem == "Problem 0: add 14 and 15." for ex in train_ex)
     assert any(ex.problem == "Problem 0: add 14 and 15." for ex in eval_ex)
+
+
+# ---- typed config values --------------------------------------------------------------
+def test_lr_scientific_notation_from_cli_is_a_float(tmp_path, capsys):
+    recipe = ROOT / "recipes" / "tiny_ci.yaml"
+    assert cli_main(["train", "--config", str(recipe), "--print-config", "lr=1e-4"]) == 0
+    lr = json.loads(capsys.readouterr().out)["lr"]
+    assert isinstance(lr, float) and lr == 1e-4
+    written = tmp_path / "r.yaml"
+    written.write_text(recipe.read_text().replace("lr: 0.01", "lr: 2e-5"))
+    assert RewardTrainingConfig.from_yaml(written).lr == 2e-5
+
+
+@pytest.mark.parametrize("override,key,expected", [
+    ("lr=null", "lr", "a number"),
+    ("bf16=null", "bf16", "true or false"),
+    ("lora.r=eight", "lora.r", "an integer"),
+])
+def test_null_or_wrong_type_override_is_a_clear_error(capsys, override, key, expected):
+    recipe = ROOT / "recipes" / "tiny_ci.yaml"
+    assert cli_main(["train", "--config", str(recipe), override]) == 2
+    err = capsys.readouterr().err
+    assert f"override '{override}'" in err and f"'{key}' must be {expected}" in err
+    assert "Traceback" not in err
+
+
+def test_null_in_a_recipe_names_file_line_and_key(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("data:\n  train: [x.jsonl]\nbf16: null\n")
+    with pytest.raises(PrmkitError, match=r"r\.yaml:3: 'bf16' must be true or false, got null"):
+        RewardTrainingConfig.from_yaml(recipe)
+    assert RewardTrainingConfig.from_yaml(recipe, ["bf16=false"]).bf16 is False
+    # null stays valid where the annotation allows None
+    assert RewardTrainingConfig.from_yaml(recipe, ["bf16=false", "max_steps=null"]).max_steps is None
+
+
+# ---- prompt template -------------------------------------------------------------------
+def test_prompt_template_with_literal_braces_passes_them_through():
+    from prmkit.models.formatting import SegmentEncoder, StepFormat, render_prompt
+    from prmkit.models.reward_model import StepRewardModel
+
+    template = "Solve, answer in \\boxed{}: {problem}\n\n"
+    assert render_prompt(template, "1+1?") == "Solve, answer in \\boxed{}: 1+1?\n\n"
+    assert render_prompt("{{literal}} {problem}", "p") == "{literal} p"  # str.format escapes
+    with pytest.raises(PrmkitError, match="no {problem} placeholder"):
+        render_prompt("\\boxed{}", "p")
+    tok = StepRewardModel.from_backbone("tiny-random").tokenizer
+    enc = SegmentEncoder(tok, StepFormat(prompt_template=template))
+    ids = enc.prompt_ids("1+1?")
+    assert "\\boxed{}: 1+1?" in tok.decode(ids)
+
+
+# ---- over-long prompts -----------------------------------------------------------------
+def test_over_long_prompt_is_skipped_and_counted_not_fatal(tmp_path, examples, caplog):
+    long_one = StepExample("word " * 300, ("a good step",), (1.0,), group="long")
+    cfg = _config(tmp_path, [*examples, long_one], max_steps=1,
+                  data={"eval_examples": examples[:4]})
+    with caplog.at_level(logging.WARNING, logger="prmkit.training"):
+        result = train(cfg)
+    assert result.data["train_skipped_long_prompts"] == 1
+    stats = json.loads((result.output_dir / "data_stats.json").read_text())
+    assert stats["train_skipped_long_prompts"] == 1
+    assert "1 of" in caplog.text and "max_length=128" in caplog.text
+    only_long = _config(tmp_path / "b", [long_one, long_one], max_steps=1,
+                        data={"eval_fraction": 0})
+    with pytest.raises(PrmkitError, match="all 2 train examples have a prompt longer"):
+        train(only_long)
+
+
+# ---- label weighting -------------------------------------------------------------------
+def _per_step(rows, examples):
+    """{(problem, step prefix): (total weight, weighted mean P(correct))} from rows."""
+    total: dict = {}
+    for r in rows:
+        for srcs, t, w in zip(r.sources, r.targets, r.weights):
+            ei, si = srcs[0]
+            key = (examples[ei].problem, examples[ei].steps[:si + 1])
+            w0, p0 = total.get(key, (0.0, 0.0))
+            total[key] = (w0 + w, p0 + w * t[0])
+    return {k: (round(w, 9), round(p / w, 9)) for k, (w, p) in total.items()}
+
+
+@pytest.mark.parametrize("weighting", ["count", "unique"])
+def test_packed_and_unpacked_rows_give_the_same_label_weights(examples, weighting):
+    from prmkit.models.reward_model import StepRewardModel
+
+    model = StepRewardModel.from_backbone("tiny-random").eval()
+    packed = pack_examples(examples, model.encoder, 2048, label_weighting=weighting)
+    plain = unpacked_rows(examples, model.encoder, label_weighting=weighting)
+    assert _per_step(packed, examples) == _per_step(plain, examples)
+    weights = _per_step(plain, examples)
+    if weighting == "unique":  # every distinct labelled step weighs 1
+        assert {w for w, _ in weights.values()} == {1.0}
+    else:
+        assert max(w for w, _ in weights.values()) > 1  # shared prefix steps repeat
+    assert _rows_loss(model, packed) == pytest.approx(_rows_loss(model, plain), abs=1e-5)
+
+
+def test_default_label_weighting_with_prefixes_is_not_count(tmp_path, examples, caplog):
+    cfg = RewardTrainingConfig.from_dict({"data": {"train": ["x"]}})
+    assert cfg.label_weighting == "auto" and cfg.alternatives == "prefixes"
+    assert cfg.effective_label_weighting == "unique"
+    chosen = RewardTrainingConfig.from_dict(
+        {"data": {"train": ["x"], "policy": {"alternatives": "chosen"}}})
+    assert chosen.effective_label_weighting == "count"
+    result = train(_config(tmp_path / "a", examples, max_steps=1))
+    assert result.data["label_weighting"] == "unique"
+    assert not any("label_weighting=count" in r.message for r in caplog.records)
+    with caplog.at_level(logging.WARNING, logger="prmkit.training"):
+        explicit = train(_config(tmp_path / "b", examples, max_steps=1, label_weighting="count"))
+    assert explicit.data["label_weighting"] == "count"
+    assert "label_weighting=count with data.policy.alternatives=prefixes" in caplog.text
+
+
+# ---- resuming ----------------------------------------------------------------------------
+def _interrupted_run(tmp_path, examples, **kw):
+    cfg = _config(tmp_path, examples, max_steps=3, save_every=1, eval_every=0, **kw)
+
+    def stop(step, _):
+        if step == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        RewardTrainer(cfg, step_callback=stop).train()
+    return Path(cfg.output_dir)
+
+
+def test_resume_with_changed_batch_tokens_is_refused_and_names_the_key(tmp_path, examples):
+    run = _interrupted_run(tmp_path, examples)
+    cfg = _config(tmp_path, examples, max_steps=3, save_every=1, eval_every=0,
+                  batch_tokens=256, resume=True)
+    with pytest.raises(PrmkitError, match=r"config\.batch_tokens: 512 -> 256.*force=true"):
+        train(cfg)
+    changed = [*examples[:-1], dataclasses.replace(examples[-1], labels=(0.5,))]
+    cfg = _config(tmp_path, changed, max_steps=3, save_every=1, eval_every=0, resume=True)
+    with pytest.raises(PrmkitError, match=r"data_files\.examples"):
+        train(cfg)
+    assert list_checkpoints(run)[-1].name == "step-0000002"
+
+
+def test_forced_resume_proceeds_and_keeps_the_original_config_json(tmp_path, examples, caplog):
+    run = _interrupted_run(tmp_path, examples)
+    original = (run / "config.json").read_bytes()
+    cfg = _config(tmp_path, examples, max_steps=3, save_every=1, eval_every=0,
+                  batch_tokens=256, resume=True, force=True)
+    with caplog.at_level(logging.WARNING, logger="prmkit.training"):
+        result = train(cfg)
+    assert result.steps == 3
+    assert "config.batch_tokens: 512 -> 256" in caplog.text
+    assert (run / "config.json").read_bytes() == original
+    assert json.loads((run / "config.resumed-2.json").read_text())["batch_tokens"] == 256
+
+
+def test_unchanged_resume_keeps_config_json(tmp_path, examples):
+    run = _interrupted_run(tmp_path, examples)
+    original = (run / "config.json").read_bytes()
+    cfg = _config(tmp_path, examples, max_steps=3, save_every=1, eval_every=0, resume=True,
+                  progress=True)  # operational keys may change
+    assert train(cfg).steps == 3
+    assert (run / "config.json").read_bytes() == original
+    assert not list(run.glob("config.resumed-*"))
+
+
+def test_rng_state_is_saved_and_restored_per_rank(tmp_path):
+    import random
+
+    import numpy as np
+
+    states = []
+    for rank in range(2):  # two processes, seeded differently
+        random.seed(rank)
+        np.random.seed(rank)
+        torch.manual_seed(rank)
+        states.append(ckpt.rng_state())
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    path = ckpt.save_checkpoint(tmp_path, 7, model, opt, sched, {}, rng_states=states)
+    assert sorted(p.name for p in path.glob("rng_state_rank*.pt")) == [
+        "rng_state_rank0.pt", "rng_state_rank1.pt"]
+    for rank in range(2):
+        random.seed(99)
+        torch.manual_seed(99)
+        assert ckpt.load_checkpoint(path, model, opt, sched, rank=rank) == 7
+        now = ckpt.rng_state()
+        assert now["python"] == states[rank]["python"]
+        assert torch.equal(now["torch"], states[rank]["torch"])
+        assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+                   for a, b in zip(now["numpy"], states[rank]["numpy"]))
+        if "cuda" in states[rank]:
+            assert all(torch.equal(a, b) for a, b in zip(now["cuda"], states[rank]["cuda"]))
+    assert not torch.equal(states[0]["torch"], states[1]["torch"])
+    with pytest.raises(PrmkitError, match="rng_state_rank2.pt is missing"):
+        ckpt.load_checkpoint(path, model, opt, sched, rank=2)

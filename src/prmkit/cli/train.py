@@ -11,7 +11,9 @@ def register(subparsers) -> None:
         "train",
         help="train a process or outcome reward model from a YAML recipe",
         description="Train a reward model. Overrides use dotted keys, e.g. "
-        "lr=1e-4 lora.r=8 model.step_format.max_length=1024 data.max_problems=20. "
+        "lr=1e-4 lora.r=8 model.step_format.max_length=1024 data.max_problems=20; values "
+        "are checked against the config's types. resume=true continues from the last "
+        "checkpoint of output_dir (force=true if config, data or model changed). "
         "Multi-GPU: accelerate launch -m prmkit.cli.train --config ...",
     )
     p.add_argument("--config", required=True, help="YAML recipe (see recipes/)")
@@ -31,8 +33,11 @@ def run(args: argparse.Namespace) -> int:
     from prmkit.training.reward_trainer import train
 
     result = train(config)
-    print(json.dumps({"model": str(result.model_dir), "steps": result.steps, **result.metrics},
-                     indent=2))
+    summary = {"model": str(result.model_dir), "steps": result.steps, **result.metrics}
+    skipped = {k: v for k, v in result.data.items() if k.endswith("_skipped_long_prompts") and v}
+    if skipped:
+        summary["skipped"] = skipped
+    print(json.dumps(summary, indent=2))
     return 0
 
 

@@ -1,13 +1,17 @@
 """Configuration of a reward-model training run (PRM or ORM).
 
 `RewardTrainingConfig.from_dict` builds it from nested dicts (YAML recipes, CLI
-overrides) and rejects unknown keys by their dotted name.
+overrides): unknown keys are rejected by their dotted name, and every value is checked
+against its field's annotation by jsonargparse (which also reads `1e-4` as a float);
+`null` is accepted only where the annotation allows None.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field
@@ -16,7 +20,6 @@ from typing import Any, Literal
 
 from prmkit.errors import PrmkitError
 from prmkit.models.config import RewardModelConfig
-from prmkit.models.formatting import StepFormat
 
 
 @dataclass
@@ -62,7 +65,8 @@ class RewardTrainingConfig:
     max_grad_norm: float | None = 1.0
     packing: Literal["auto", "tree", "none"] = "auto"  # auto: trees when prefixes are shared
     row_tokens: int | None = None  # packed row length; default model.step_format.max_length
-    label_weighting: Literal["count", "unique"] = "count"
+    # auto: unique with data.policy.alternatives=prefixes (the policy default), else count
+    label_weighting: Literal["auto", "count", "unique"] = "auto"
     bf16: bool = True  # bf16 autocast (CPU and GPU); weights stay fp32
     device: Literal["auto", "cpu", "cuda"] = "auto"
     num_threads: int | None = None  # torch CPU threads
@@ -74,6 +78,7 @@ class RewardTrainingConfig:
     save_merged: bool = True  # LoRA: write merged full weights (else only the adapter)
     seed: int = 0
     resume: bool = False
+    force: bool = False  # resume even though config, data or model differ from the checkpoint
     progress: bool = True
 
     def __post_init__(self):
@@ -96,8 +101,8 @@ class RewardTrainingConfig:
              f"schedule must be cosine, linear or constant, got {self.schedule!r}")
         need(self.packing in ("auto", "tree", "none"),
              f"packing must be auto, tree or none, got {self.packing!r}")
-        need(self.label_weighting in ("count", "unique"),
-             f"label_weighting must be count or unique, got {self.label_weighting!r}")
+        need(self.label_weighting in ("auto", "count", "unique"),
+             f"label_weighting must be auto, count or unique, got {self.label_weighting!r}")
         need(self.device in ("auto", "cpu", "cuda"), "device must be auto, cpu or cuda")
         need(self.data.outcome_fallback in ("rating", "none"),
              "data.outcome_fallback must be rating or none")
@@ -113,6 +118,21 @@ class RewardTrainingConfig:
     def effective_row_tokens(self) -> int:
         return self.row_tokens or self.model.step_format.max_length
 
+    @property
+    def alternatives(self) -> str:
+        """The policy's `alternatives` option (its default when not set)."""
+        from prmkit.data.policies import PolicyOptions
+
+        return self.data.policy.get("alternatives", PolicyOptions.alternatives)
+
+    @property
+    def effective_label_weighting(self) -> str:
+        """`auto` resolved: alternatives as prefixes repeat every kept prefix step once per
+        rated alternative after it, so each distinct labelled step counts once there."""
+        if self.label_weighting != "auto":
+            return self.label_weighting
+        return "unique" if self.alternatives == "prefixes" else "count"
+
     # ---- dict / YAML ---------------------------------------------------------------------
     @classmethod
     def from_dict(cls, d: dict) -> RewardTrainingConfig:
@@ -127,27 +147,72 @@ class RewardTrainingConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> RewardTrainingConfig:
+        """A YAML recipe plus `key=value` overrides; errors name the recipe's file and line,
+        or the override, that set the offending key."""
         import yaml
 
         p = Path(path)
         if not p.is_file():
             raise PrmkitError(f"{path}: recipe not found")
+        text = p.read_text()
         try:
-            d = yaml.safe_load(p.read_text()) or {}
+            d = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
             raise PrmkitError(f"{path}: not valid YAML ({e})") from None
         if not isinstance(d, dict):
             raise PrmkitError(f"{path}: a recipe must be a mapping of config keys")
+        set_by: dict[str, str] = {}
         for item in overrides or []:
-            apply_override(d, item)
+            set_by[apply_override(d, item)] = item
         try:
             return cls.from_dict(d)
+        except ConfigError as e:
+            item = _setter(e.key, set_by)
+            if item is not None:
+                raise PrmkitError(f"override {item!r}: {e}") from None
+            line = _yaml_line(text, e.key)
+            raise PrmkitError(f"{path}{f':{line}' if line else ''}: {e}") from None
         except PrmkitError as e:
             raise PrmkitError(f"{path}: {e}") from None
 
 
-def apply_override(d: dict, item: str) -> None:
-    """`a.b.c=value` (value parsed as YAML) into a nested dict."""
+class ConfigError(PrmkitError):
+    """A bad config value or key; `key` is its dotted name."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+def _setter(key: str, set_by: dict[str, str]) -> str | None:
+    """The override that set `key` (or a section holding it), if any."""
+    for k, item in set_by.items():
+        if key == k or key.startswith(k + ".") or key.startswith(k + "["):
+            return item
+    return None
+
+
+def _yaml_line(text: str, key: str) -> int | None:
+    """Line (1-based) of a dotted key in a YAML document, if it is there."""
+    import yaml
+
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in re.split(r"\.|\[\d+\]", key):
+        if not part or not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if k.value == part), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
+
+
+def apply_override(d: dict, item: str) -> str:
+    """`a.b.c=value` (value parsed as YAML) into a nested dict; returns the dotted key."""
     import yaml
 
     if "=" not in item:
@@ -167,19 +232,21 @@ def apply_override(d: dict, item: str) -> None:
             raise PrmkitError(f"override {item!r}: {part!r} is not a section")
         node = child
     node[parts[-1]] = value
+    return ".".join(parts)
 
 
-def _unknown_key(key: str, known, where: str) -> PrmkitError:
+def _unknown_key(key: str, known, where: str) -> ConfigError:
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.4)
     hint = f" (did you mean '{where}{close[0]}'?)" if close else ""
-    return PrmkitError(f"unknown config key '{where}{key}'{hint}")
+    return ConfigError(f"{where}{key}", f"unknown config key '{where}{key}'{hint}")
 
 
 def _build(cls, d: Any, where: str):
     if isinstance(d, cls):
         return d
+    name = where.rstrip(".") or "config"
     if not isinstance(d, dict):
-        raise PrmkitError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {d!r}")
+        raise ConfigError(name, f"'{name}' must be a mapping, got {d!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
@@ -190,62 +257,54 @@ def _build(cls, d: Any, where: str):
     try:
         return cls(**kwargs)
     except TypeError as e:
-        raise PrmkitError(f"'{where.rstrip('.') or 'config'}': {e}") from None
+        raise ConfigError(name, f"'{name}': {e}") from None
 
 
 def _coerce(tp, value, name: str):
-    """Check and convert a YAML value to the field's type, naming the field on error."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
+    """Check a value against a field's annotation (and convert it: '1e-4' -> 1e-4)."""
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, name + ".")
-    if tp is StepFormat:
-        return _build(StepFormat, value, name + ".")
-    if origin in (typing.Union, types.UnionType):
-        errors = []
-        for arg in typing.get_args(tp):
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(arg, value, name)
-            except PrmkitError as e:
-                errors.append(str(e))
-        raise PrmkitError(errors[0] if errors else f"'{name}': bad value {value!r}")
+    args = typing.get_args(tp)
+    if value is None:
+        if tp is Any or type(None) in args:
+            return None
+        raise ConfigError(name, f"'{name}' must be {_expected(tp)}, got null")
+    bare = typing.get_origin(tp) is None and tp in (list, dict)
+    if bare or tp is Any:  # Python objects (data.examples): only the container is checked
+        if bare and not isinstance(value, tp):
+            raise ConfigError(name, f"'{name}' must be {_expected(tp)}, got {value!r}")
+        return value
+    if typing.get_origin(tp) is list and isinstance(value, str):
+        value = [value]  # `train: file.jsonl` for `train: [file.jsonl]`
+    from jsonargparse import ArgumentError
+
+    try:
+        return _parser(tp).parse_object({"value": value}).value
+    except (ArgumentError, TypeError, ValueError):
+        raise ConfigError(name, f"'{name}' must be {_expected(tp)}, got {value!r}") from None
+
+
+@functools.cache
+def _parser(tp):
+    """A jsonargparse parser whose one argument has the annotation `tp`."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--value", type=tp)
+    return parser
+
+
+_PLAIN = {float: "a number (float)", int: "an integer", bool: "true or false",
+          str: "a string", list: "a list", dict: "a mapping"}
+
+
+def _expected(tp) -> str:
+    """How an annotation reads in an error message."""
+    if tp in _PLAIN:
+        return _PLAIN[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is Literal:
-        if value not in typing.get_args(tp):
-            allowed = ", ".join(repr(a) for a in typing.get_args(tp))
-            raise PrmkitError(f"'{name}' must be one of {allowed}, got {value!r}")
-        return value
-    if origin in (list, tuple):
-        if isinstance(value, str) and origin is list:
-            value = [value]
-        if not isinstance(value, list | tuple):
-            raise PrmkitError(f"'{name}' must be a list, got {value!r}")
-        args = typing.get_args(tp)
-        inner = args[0] if args else Any
-        items = [_coerce(inner, v, f"{name}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise PrmkitError(f"'{name}' must be a mapping, got {value!r}")
-        return dict(value)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise PrmkitError(f"'{name}' must be true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise PrmkitError(f"'{name}' must be an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise PrmkitError(f"'{name}' must be a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise PrmkitError(f"'{name}' must be a string, got {value!r}")
-        return value
-    return value
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _expected(a) for a in args)
+    return "of type " + re.sub(r"<class '(\w+)'>", r"\1", str(tp)).replace("typing.", "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import random
@@ -29,12 +30,14 @@ import torch
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
 from prmkit.training import checkpointing as ckpt
-from prmkit.training.batching import collate, predict_rows, token_batches
-from prmkit.training.packing import PackedRow, pack_examples, unpacked_rows
+from prmkit.training.batching import collate, label_losses, predict_rows, token_batches
+from prmkit.training.packing import PackedRow, drop_long_prompts, pack_examples, unpacked_rows
+from prmkit.training.resume import check_resume, run_fingerprint
 from prmkit.training.reward_config import RewardTrainingConfig
 
 METRICS_FILE = "metrics.jsonl"
 MODEL_DIR = "model"
+log = logging.getLogger("prmkit.training")
 
 
 @dataclass
@@ -134,9 +137,11 @@ class RewardTrainer:
         return model
 
     def build_rows(self, examples, encoder, weighting: str | None = None) -> list[PackedRow]:
-        """Packed (or plain) rows; `weighting` overrides config.label_weighting."""
+        """Packed (or plain) rows, the label weights the same either way; `weighting`
+        overrides config.label_weighting."""
         cfg = self.config
         mc = cfg.model
+        weighting = weighting or cfg.effective_label_weighting
         packing = cfg.packing
         if packing == "auto":
             problems = {ex.problem for ex in examples}
@@ -144,8 +149,30 @@ class RewardTrainer:
         self.packing_used = packing
         if packing == "tree":
             return pack_examples(examples, encoder, cfg.effective_row_tokens, mc.num_classes,
-                                 mc.objective, weighting or cfg.label_weighting)
-        return unpacked_rows(examples, encoder, mc.num_classes, mc.objective)
+                                 mc.objective, weighting)
+        return unpacked_rows(examples, encoder, mc.num_classes, mc.objective, weighting)
+
+    def _warn_count_with_prefixes(self) -> None:
+        cfg = self.config
+        if cfg.label_weighting == "count" and cfg.alternatives == "prefixes":
+            log.warning(
+                "label_weighting=count with data.policy.alternatives=prefixes: every kept "
+                "prefix step is counted once per rated alternative after it, which puts most "
+                "of the loss on 'correct' (97.6%% on PRM800K phase 1, where a PRM trained so "
+                "predicted every step correct). Use label_weighting=unique (the default with "
+                "prefixes) unless you mean it.")
+
+    def _drop_long_prompts(self, examples, encoder, split: str) -> list:
+        kept, skipped = drop_long_prompts(examples, encoder)
+        self.data_stats[f"{split}_skipped_long_prompts"] = skipped
+        if skipped:
+            limit = encoder.fmt.max_length
+            log.warning("%d of %d %s examples skipped: the prompt alone is longer than "
+                        "model.step_format.max_length=%d", skipped, len(examples), split, limit)
+            if not kept:
+                raise PrmkitError(f"all {len(examples)} {split} examples have a prompt longer "
+                                  f"than model.step_format.max_length={limit}")
+        return kept
 
     # ---- training -----------------------------------------------------------------------
     def train(self) -> TrainResult:
@@ -157,14 +184,19 @@ class RewardTrainer:
         acc = self._accelerator()
         self.accelerator = acc
         out = Path(cfg.output_dir)
+        if not cfg.resume and ckpt.latest_checkpoint(out) is not None:
+            raise PrmkitError(f"{out} already holds checkpoints; set resume=true to continue "
+                              "or choose another output_dir")
         resume_from = ckpt.latest_checkpoint(out) if cfg.resume else None
-        if acc.is_main_process:
+        self.fingerprint = run_fingerprint(cfg, acc.num_processes)
+        if resume_from is not None:
+            self._check_resume(out, resume_from)
+        elif acc.is_main_process:  # a resumed run keeps the config.json it started with
             out.mkdir(parents=True, exist_ok=True)
-            if not cfg.resume and ckpt.latest_checkpoint(out) is not None:
-                raise PrmkitError(f"{out} already holds checkpoints; set resume=true to continue "
-                                  "or choose another output_dir")
             with atomic_write(out / "config.json", "w") as f:
                 f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        if acc.is_main_process:
+            self._warn_count_with_prefixes()
 
         loaded: Counter = Counter()
         train_ex, eval_ex = prepare(cfg.data, cfg.model.objective, cfg.seed, loaded)
@@ -172,6 +204,8 @@ class RewardTrainer:
         model = self.build_model()
         encoder = model.encoder
         t0 = time.perf_counter()
+        train_ex = self._drop_long_prompts(train_ex, encoder, "train")
+        eval_ex = self._drop_long_prompts(eval_ex, encoder, "eval") if eval_ex else []
         train_rows = self.build_rows(train_ex, encoder)
         # Held-out metrics count every distinct labelled step once, however many
         # examples share it (a kept prefix step is in every example after it).
@@ -180,6 +214,7 @@ class RewardTrainer:
         self.packing_used = train_packing
         self.data_stats.update({
             "packing": self.packing_used,
+            "label_weighting": cfg.effective_label_weighting,
             "train_rows": len(train_rows),
             "train_tokens": sum(len(r) for r in train_rows),
             "train_labels": sum(r.num_labels for r in train_rows),
@@ -209,7 +244,8 @@ class RewardTrainer:
 
         start_step = 0
         if resume_from is not None:
-            start_step = ckpt.load_checkpoint(resume_from, raw, optimizer, scheduler)
+            start_step = ckpt.load_checkpoint(resume_from, raw, optimizer, scheduler,
+                                              rank=acc.process_index)
             acc.print(f"resumed from {resume_from} (step {start_step})")
         elif cfg.resume:
             acc.print(f"resume=true but {out} has no checkpoint: starting from scratch")
@@ -245,7 +281,7 @@ class RewardTrainer:
                         with autocast:
                             logits = model(batch.input_ids, batch.label_positions,
                                            batch.attention_mask, batch.position_ids)
-                        per = -(batch.targets * torch.log_softmax(logits.float(), -1)).sum(-1)
+                        per = label_losses(logits, batch.targets)
                         loss = (per * batch.weights).sum() / max(total_w, 1e-8) * world
                         acc.backward(loss)
                     loss_sum += loss.item() / world
@@ -357,12 +393,31 @@ class RewardTrainer:
                 f.write(dumps_line(record))
 
     def _save_checkpoint(self, out: Path, step: int, raw, optimizer, scheduler) -> None:
+        from accelerate.utils import gather_object
+
         acc = self.accelerator
         acc.wait_for_everyone()
+        rng = [ckpt.rng_state()]
+        rng_states = gather_object(rng) if acc.num_processes > 1 else rng
         if acc.is_main_process:
             ckpt.save_checkpoint(out, step, raw, optimizer, scheduler,
-                                 {"time": time.time()}, keep=self.config.keep_checkpoints)
+                                 {"time": time.time(), **self.fingerprint},
+                                 keep=self.config.keep_checkpoints, rng_states=rng_states)
         acc.wait_for_everyone()
+
+    def _check_resume(self, out: Path, checkpoint: Path) -> None:
+        """Refuse to resume a different run (config, data, backbone, processes) unless
+        force=true; a forced resume logs the differences and writes its config beside the
+        original as config.resumed-N.json."""
+        cfg = self.config
+        info = ckpt.checkpoint_info(checkpoint)
+        diffs = check_resume(checkpoint, info, self.fingerprint, cfg.force)
+        if diffs and self.accelerator.is_main_process:
+            step = info.get("step", 0)
+            log.warning("force=true: resuming from %s although the run differs: %s",
+                        checkpoint, "; ".join(diffs))
+            with atomic_write(out / f"config.resumed-{step}.json", "w") as f:
+                f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
 
     @staticmethod
     def _trim_metrics(path: Path, step: int) -> None:
