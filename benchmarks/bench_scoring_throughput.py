@@ -87,13 +87,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     model = StepRewardModel.from_backbone("smollm2-135m", config=RewardModelConfig()).eval()
 
-    # fp32 check first (the Scorer below casts the weights to bf16 in place)
+    # fp32 check first; then the benchmark's own model is cast to bf16 weights
     short = sorted(prefix_items, key=lambda it: len(model.encoder.encode(*it).input_ids))[:2]
     fp32_scores = Scorer(model, dtype=None).score(short)
     fp32_diff = max_diff(fp32_scores, [prefix_probs(model, p, s) for p, s in short])
     print(f"fp32 one pass vs per prefix: max |dP| = {fp32_diff:.2e}", flush=True)
     assert fp32_diff < FP32_TOLERANCE, f"fp32 one-pass scores differ by {fp32_diff}"
 
+    model.backbone.to(torch.bfloat16)  # (a), (b) and (c) all run on bf16 weights
     scorer = Scorer(model, token_budget=args.batch_tokens, dtype="bf16")
     scorer.score([("Warm-up problem.", ["One step.", "Two steps."])])
     decoder = model.backbone.get_decoder()
