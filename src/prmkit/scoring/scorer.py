@@ -9,7 +9,7 @@ back in input order.
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -89,30 +89,41 @@ def as_problem_steps(item: Any) -> tuple[str, Sequence[str]]:
 
 
 class Scorer:
-    """Batch scoring with a `StepRewardModel`.
+    """Batch scoring with a `StepRewardModel`; the caller's model is never modified (its
+    weights, dtype and training flag stay as they are; only `device` moves it, when given).
 
-    dtype: the backbone's weights are cast to it in place (bf16 by default, also on CPU;
-    the classification head stays fp32); None leaves the model as it is. With
-    autocast=True the weights are kept and the forward runs under torch.autocast instead.
+    dtype: the compute dtype (bf16 by default, also on CPU); None runs the model as it is,
+    and so does a dtype equal to the backbone's. By default the forward runs under
+    torch.autocast(dtype) on the caller's weights. cast_weights=True scores with a copy of
+    the model whose backbone is cast to dtype (the classification head stays fp32): bf16
+    matmuls without per-call weight casts, at the cost of the copy's memory. fp32 on
+    lower-precision weights always takes a copy (autocast cannot raise precision).
+    `Scorer.from_pretrained` loads a model of its own and casts it in place (no copy).
     token_budget: the most tokens (padding included) in one forward pass.
     max_padding: a row joins a batch only if it needs at most this fraction of padding.
     """
 
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
-                 device: str | torch.device | None = None, autocast: bool = False,
-                 max_batch_size: int | None = None, max_padding: float = 0.15):
+                 device: str | torch.device | None = None, cast_weights: bool = False,
+                 max_batch_size: int | None = None, max_padding: float = 0.15,
+                 *, _owns_model: bool = False):
         if token_budget < 1:
             raise PrmkitError(f"token_budget must be positive, got {token_budget}")
-        self.model = model.eval()
         self.token_budget = int(token_budget)
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
         self.dtype = parse_dtype(dtype)
+        weights = next(model.backbone.parameters()).dtype
+        change = self.dtype is not None and self.dtype != weights
+        self.cast_weights = change and (cast_weights or self.dtype == torch.float32)
+        self.autocast = change and not self.cast_weights
+        if self.cast_weights and not _owns_model:
+            model = copy.deepcopy(model)
+        self.model = model
         if device is not None:
             self.model.to(device)
         self.device = next(self.model.backbone.parameters()).device
-        self.autocast = autocast and self.dtype is not None
-        if self.dtype is not None and not self.autocast:
+        if self.cast_weights:
             self.model.backbone.to(self.dtype)
         self.config = model.config
         self.encoder = model.encoder
@@ -128,7 +139,9 @@ class Scorer:
         from prmkit.models.reward_model import StepRewardModel
 
         model = StepRewardModel.from_pretrained(folder, device=device)
-        return cls(model, token_budget=token_budget, dtype=dtype, device=device, **kw)
+        kw.setdefault("cast_weights", True)  # nobody else holds this model: cast in place
+        return cls(model, token_budget=token_budget, dtype=dtype, device=device,
+                   _owns_model=True, **kw)
 
     # ---- encoding and batching ------------------------------------------------------
     def encode(self, problem: str, steps: Sequence[str]) -> Encoded:
@@ -186,18 +199,19 @@ class Scorer:
                      torch.tensor(positions, dtype=torch.long), owners)
 
     # ---- forward ------------------------------------------------------------------------
-    def _autocast(self):
-        if not self.autocast:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.dtype)
-
     def run_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(P(correct) [K], class probabilities [K, C]) for the batch's label positions."""
         dev = self.device
         mask = None if batch.attention_mask is None else batch.attention_mask.to(dev)
-        with torch.inference_mode(), self._autocast():
-            logits = self.model(batch.input_ids.to(dev), batch.label_positions.to(dev),
-                                attention_mask=mask)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
+                                                        enabled=self.autocast):
+                logits = self.model(batch.input_ids.to(dev), batch.label_positions.to(dev),
+                                    attention_mask=mask)
+        finally:
+            self.model.train(was_training)
         logits = logits.float().cpu()
         return self.model.correct_probability(logits), logits.softmax(-1)
 
@@ -264,10 +278,6 @@ class Scorer:
 
 def score_steps(model, problem: str, steps: Sequence[str]) -> list[float | None]:
     """P(correct) of every step of one solution, from one forward pass of `model` as it
-    is (no dtype change). Steps cut by the model's max_length get None; an outcome model
-    gives a single value for the whole solution."""
-    was_training = model.training
-    try:
-        return Scorer(model, dtype=None, token_budget=1 << 62).score([(problem, steps)])[0]
-    finally:
-        model.train(was_training)
+    is (its own dtype, in eval mode). Steps cut by the model's max_length get None; an
+    outcome model gives a single value for the whole solution."""
+    return Scorer(model, dtype=None, token_budget=1 << 62).score([(problem, steps)])[0]
