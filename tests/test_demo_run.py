@@ -1,27 +1,93 @@
 import json
 
+import numpy as np
+import pytest
+
 from prmkit.cli import main
-from prmkit.demo.run import quick_config, run_demo
+from prmkit.demo import world
+from prmkit.demo.run import evaluate_seed, quick_config, run_demo, seed_world
+
+FIGURES = ("prm", "orm", "majority", "pass", "first_error", "top_picks", "step_auroc",
+           "lm_loss", "train_examples")
 
 
-def test_quick_demo_writes_metrics_report_and_plots(tmp_path):
-    cfg = quick_config((0, 1))
-    cfg.progress = False
-    summary = run_demo(tmp_path, cfg)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    for key in ("prm", "orm", "majority", "prm_std", "orm_std", "majority_std"):
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    """The quick demo run twice with the same seeds, in two folders."""
+    runs = []
+    for name in ("a", "b"):
+        cfg = quick_config((0, 1))
+        cfg.progress = False
+        out = tmp_path_factory.mktemp(name)
+        runs.append((out, run_demo(out, cfg)))
+    return runs
+
+
+def test_quick_demo_writes_metrics_report_and_plots(quick_runs):
+    out, summary = quick_runs[0]
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("prm", "orm", "majority", "pass", "prm_std", "orm_std", "majority_std"):
         assert len(metrics[key]) == len(metrics["n"]) == 4
-        assert all(0.0 <= v <= 1.0 for v in metrics[key])
     assert metrics["seeds"] == 2 and metrics["seconds"] > 0
-    # pass@N bounds every selection method (majority is Monte Carlo: allow its noise),
-    # and best-of-1 is the same for PRM and ORM.
+    # pass@N bounds every selection method (majority is Monte Carlo: allow its noise)
     for key, tol in (("prm", 1e-9), ("orm", 1e-9), ("majority", 0.05)):
         assert all(v <= p + tol for v, p in zip(metrics[key], metrics["pass"]))
-    assert abs(metrics["prm"][0] - metrics["orm"][0]) < 1e-9
     assert summary["statement"].startswith("At N=8")
-    html = (tmp_path / "report.html").read_text()
-    assert "bon_curves.png" in html and (tmp_path / "bon_curves.png").stat().st_size > 0
-    assert (tmp_path / "calibration.png").stat().st_size > 0
+    html = (out / "report.html").read_text()
+    assert "bon_curves.png" in html and (out / "bon_curves.png").stat().st_size > 0
+    assert (out / "calibration.png").stat().st_size > 0
+
+
+def test_demo_same_seed_same_figures(quick_runs):
+    (_, a), (_, b) = quick_runs
+    assert a["seconds"] != 0
+    for ra, rb in zip(a["per_seed"], b["per_seed"], strict=True):
+        for key in FIGURES:
+            assert ra[key] == rb[key], key
+    for key in ("prm", "orm", "majority", "step_auroc", "first_error_f1"):
+        assert a[key] == b[key], key
+
+
+def test_best_of_1_is_the_mean_accuracy_of_the_samples(quick_runs):
+    _, summary = quick_runs[0]
+    cfg = quick_config((0, 1))
+    for r in summary["per_seed"]:
+        sw = seed_world(r["seed"], cfg)
+        acc = np.mean([[world.check_solution(p, s).final_correct for s in pool]
+                       for p, pool in zip(sw.splits.test, sw.test_pools)])
+        assert r["prm"][0] == pytest.approx(acc) and r["orm"][0] == pytest.approx(acc)
+        assert r["pass"][0] == pytest.approx(acc)
+
+
+def test_demo_test_problems_are_never_seen_in_training_or_pretraining():
+    cfg = quick_config()
+    cfg.test_problems, cfg.train_problems, cfg.pretrain_problems = 120, 2000, 3000
+    for seed in (0, 1, 2, 7):
+        splits = seed_world(seed, cfg).splits
+        sizes = [len(splits.test), len(splits.train), len(splits.pretrain)]
+        assert sizes == [120, 2000, 3000]
+        test, train, pre = ({p.key for p in s} for s in (splits.test, splits.train, splits.pretrain))
+        assert len(test) + len(train) + len(pre) == sum(sizes)  # distinct within each split
+        assert not test & train and not test & pre and not train & pre
+        # nor by text: the problem the model is tested on never appears in its training text
+        texts = {p.text for p in splits.train} | {p.text for p in splits.pretrain}
+        assert not any(p.text in texts for p in splits.test)
+    # a test set does not depend on the sizes of the other splits
+    small = world.make_splits(0, test=120, train=10, pretrain=10, difficulty=cfg.difficulty)
+    assert [p.key for p in small.test] == [p.key for p in seed_world(0, cfg).splits.test]
+
+
+def test_truncated_solution_never_outranks_a_complete_one():
+    cfg = quick_config()
+    cfg.ns = (1, 2)
+    prob = world.make_problems(1, seed=0)[0]
+    full = prob.reference_solution()
+    cut = full[:-1] + ["Answer: 0"]
+    # the cut solution's last step (its answer) was never scored: a null score
+    r = evaluate_seed(0, cfg, [prob], [[full, cut]],
+                      prm_scores=[[[0.9] * len(full), [0.99] * (len(cut) - 1) + [None]]],
+                      orm_scores=[[[0.9] * len(full), [0.5] * len(cut)]])
+    assert r["top_picks"]["prm"]["right_answer"] == 1.0
 
 
 def test_demo_cli_rejects_bad_seeds(capsys):

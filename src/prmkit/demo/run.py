@@ -28,6 +28,7 @@ from prmkit.models.config import RewardModelConfig
 from prmkit.models.formatting import StepFormat
 from prmkit.models.reward_model import StepRewardModel
 from prmkit.scoring import Scorer, aggregate
+from prmkit.scoring.aggregate import fill_null_steps
 from prmkit.selection import AnswerClusterer
 from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig, train
 
@@ -47,7 +48,8 @@ class DemoConfig:
     reward_steps: int = 250  # optimizer steps for the PRM and for the ORM (matched compute)
     batch_tokens: int = 4096
     lr: float = 1e-3
-    threads: int | None = None
+    aggregation: str = "prod"  # how the PRM's step scores make a solution score
+    threads: int = 2  # torch CPU threads: fixed, so that a run's figures repeat exactly
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -105,36 +107,72 @@ def _same_number(a: str, b: str) -> bool:
         return a.strip() == b.strip()
 
 
-def _solution_score(step_probs: list[float | None]) -> float:
-    return float(aggregate([1.0 if p is None else p for p in step_probs], "prod"))
+def _solution_score(step_probs: list[float | None], aggregation: str) -> float:
+    """A step cut by max_length (None) counts as wrong: a truncated solution never
+    out-ranks a complete one."""
+    return float(aggregate(fill_null_steps(step_probs), aggregation))
 
 
-def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
-    t0 = time.time()
-    train_set = world.make_problems(cfg.train_problems, seed=10_000 + seed, difficulty=cfg.difficulty)
-    test_set = world.make_problems(cfg.test_problems, seed=20_000 + seed, difficulty=cfg.difficulty)
-    pretrain_set = world.make_problems(cfg.pretrain_problems, seed=30_000 + seed, difficulty=cfg.difficulty)
-    train_pools = world.sample_pools(train_set, cfg.samples_per_train_problem, seed=seed)
-    test_pools = world.sample_pools(test_set, cfg.samples_per_test_problem, seed=seed + 1)
+@dataclass
+class SeedWorld:
+    """One seed's disjoint problem splits and sampled solutions."""
 
-    docs = world.corpus_documents(pretrain_set)
-    backbone, tokenizer = build_backbone(docs + world.corpus_documents(train_set, train_pools),
+    splits: world.WorldSplits
+    train_pools: list
+    test_pools: list
+
+
+def seed_world(seed: int, cfg: DemoConfig) -> SeedWorld:
+    splits = world.make_splits(seed, test=cfg.test_problems, train=cfg.train_problems,
+                               pretrain=cfg.pretrain_problems, difficulty=cfg.difficulty)
+    return SeedWorld(splits,
+                     world.sample_pools(splits.train, cfg.samples_per_train_problem, seed=seed),
+                     world.sample_pools(splits.test, cfg.samples_per_test_problem, seed=seed + 1))
+
+
+@dataclass
+class SeedModels:
+    backbone_dir: Path
+    prm_dir: Path
+    orm_dir: Path
+    lm_losses: list[float]
+    train_examples: dict[str, int]
+
+
+def train_seed_models(seed: int, cfg: DemoConfig, sw: SeedWorld, work: Path) -> SeedModels:
+    """Backbone pretraining on the pretrain split, then a PRM and an ORM on the train split."""
+    splits = sw.splits
+    docs = world.corpus_documents(splits.pretrain)
+    backbone, tokenizer = build_backbone(docs + world.corpus_documents(splits.train, sw.train_pools),
                                          seed=seed, hidden_size=cfg.hidden_size,
                                          layers=cfg.layers)
     lm_losses = pretrain_lm(backbone, tokenizer, docs, steps=cfg.pretrain_steps, seed=seed,
                             progress=cfg.progress)
-    backbone_dir = save_backbone(backbone, tokenizer, work / f"seed{seed}" / "backbone")
+    backbone_dir = save_backbone(backbone, tokenizer, work / "backbone")
+    prm_examples = world.to_step_examples(splits.train, sw.train_pools, kind="prm", dedupe=True)
+    orm_examples = world.to_step_examples(splits.train, sw.train_pools, kind="orm", dedupe=True)
+    prm_dir = _train_reward_model("prm", backbone_dir, prm_examples, work / "prm", cfg, seed)
+    orm_dir = _train_reward_model("orm", backbone_dir, orm_examples, work / "orm", cfg, seed)
+    return SeedModels(backbone_dir, prm_dir, orm_dir, [lm_losses[0], lm_losses[-1]],
+                      {"prm": len(prm_examples), "orm": len(orm_examples)})
 
-    prm_examples = world.to_step_examples(train_set, train_pools, kind="prm", dedupe=True)
-    orm_examples = world.to_step_examples(train_set, train_pools, kind="orm", dedupe=True)
-    prm_dir = _train_reward_model("prm", backbone_dir, prm_examples, work / f"seed{seed}" / "prm",
-                                  cfg, seed)
-    orm_dir = _train_reward_model("orm", backbone_dir, orm_examples, work / f"seed{seed}" / "orm",
-                                  cfg, seed)
 
-    prm_scores = _score(prm_dir, test_pools, test_set, cfg.progress)
-    orm_scores = _score(orm_dir, test_pools, test_set, cfg.progress)
+def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
+    t0 = time.perf_counter()
+    sw = seed_world(seed, cfg)
+    models = train_seed_models(seed, cfg, sw, work / f"seed{seed}")
+    test_set, test_pools = sw.splits.test, sw.test_pools
+    prm_scores = _score(models.prm_dir, test_pools, test_set, cfg.progress)
+    orm_scores = _score(models.orm_dir, test_pools, test_set, cfg.progress)
+    result = evaluate_seed(seed, cfg, test_set, test_pools, prm_scores, orm_scores)
+    result.update(lm_loss=models.lm_losses, train_examples=models.train_examples,
+                  seconds=time.perf_counter() - t0)
+    return result
 
+
+def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
+                  prm_scores: list, orm_scores: list) -> dict:
+    """Best-of-N, majority vote, pass@N and step metrics of one seed's scored test pools."""
     clusterer = AnswerClusterer(equivalent=_same_number)
     prm_pools, orm_pools = [], []
     step_probs, step_labels, fe_labels, fe_preds = [], [], [], []
@@ -144,8 +182,8 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
         correct = np.array([checks[i].final_correct for i in answered], dtype=bool)
         clusters = np.array(clusterer.cluster([checks[i].answer for i in answered]), dtype=np.int64)
         prm_pools.append(ProblemPool(
-            scores=np.array([_solution_score(ps[i]) for i in answered]), correct=correct,
-            clusters=clusters, n_slots=len(pool), problem_id=prob.id))
+            scores=np.array([_solution_score(ps[i], cfg.aggregation) for i in answered]),
+            correct=correct, clusters=clusters, n_slots=len(pool), problem_id=prob.id))
         orm_pools.append(ProblemPool(
             scores=np.array([os_[i][-1] for i in answered]), correct=correct,
             n_slots=len(pool), problem_id=prob.id))
@@ -165,20 +203,16 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
     prm_curves = bon_curves(prm_pools, ns, estimator="exact", pool_size=None,
                             votes=("majority",), trials=400, seed=seed)
     orm_curves = bon_curves(orm_pools, ns, estimator="exact", pool_size=None, votes=(), seed=seed)
-    first_error = subset_metrics(fe_labels, fe_preds)
     return {
         "seed": seed,
         "prm": prm_curves.accuracy["best"],
         "orm": orm_curves.accuracy["best"],
         "majority": prm_curves.accuracy["majority"],
         "pass": prm_curves.accuracy["pass"],
-        "first_error": first_error,
+        "first_error": subset_metrics(fe_labels, fe_preds),
         "top_picks": top_picks,
         "step_auroc": step_auroc(step_probs, step_labels),
         "calibration": calibration_bins(step_probs, step_labels),
-        "lm_loss": [lm_losses[0], lm_losses[-1]],
-        "train_examples": {"prm": len(prm_examples), "orm": len(orm_examples)},
-        "seconds": time.time() - t0,
     }
 
 
@@ -273,11 +307,19 @@ def run_demo(out_dir: str | Path = "demo-output", cfg: DemoConfig | None = None)
 
     hf_logging.disable_progress_bar()
     cfg = cfg or DemoConfig()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    out = Path(out_dir)
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(cfg.threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        return _run_demo(Path(out_dir), cfg)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def _run_demo(out: Path, cfg: DemoConfig) -> dict:
     work = out / "work"
-    t0 = time.time()
+    t0 = time.perf_counter()
     per_seed = []
     for seed in cfg.seeds:
         print(f"[demo] seed {seed}: world, backbone, PRM, ORM, evaluation", flush=True)
@@ -287,7 +329,7 @@ def run_demo(out_dir: str | Path = "demo-output", cfg: DemoConfig | None = None)
               f"ORM {r['orm'][-1]:.3f} majority {r['majority'][-1]:.3f} "
               f"({r['seconds']:.0f} s)", flush=True)
     ns = list(cfg.ns)
-    summary = summarise(per_seed, ns, time.time() - t0)
+    summary = summarise(per_seed, ns, time.perf_counter() - t0)
     summary["statement"] = verdict(summary)
     summary["config"] = asdict(cfg)
     summary["per_seed"] = [{k: v for k, v in r.items() if k != "calibration"} for r in per_seed]

@@ -1,0 +1,186 @@
+"""World problems, their canonical identity, and disjoint test / train / pretrain splits."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from prmkit.data.records import Problem
+from prmkit.demo.generators import _INT_RE, _gen_equation, _gen_word
+from prmkit.demo.trees import Tree
+from prmkit.errors import PrmkitError
+
+DIFFICULTIES = {"easy": (1, 2), "medium": (2, 3, 4), "hard": (4, 5), "mixed": (1, 2, 3, 4, 5)}
+
+
+@dataclass(frozen=True)
+class Propensity:
+    """Per-problem error rates of the solver (per step unless stated)."""
+
+    slip: float = 0.03  # arithmetic slip, before the operation/magnitude weight
+    copy: float = 0.018  # miscopied literal operand
+    skip: float = 0.014  # step done "in the head" and not written
+    cancel: float = 0.06  # a later step slips back onto the intended value
+    trap: float = 0.0  # per sample: follows the trap tree instead of the true one
+
+
+@dataclass(frozen=True)
+class WorldProblem:
+    id: str
+    text: str
+    answer: str
+    kind: str  # "word" or "equation"
+    level: int  # 1 (easy) .. 5 (hard)
+    tree: Tree
+    propensity: Propensity = Propensity()
+    trap: Tree | None = None
+    trap_kind: str | None = None
+
+    @property
+    def quantities(self) -> tuple[int, ...]:
+        return tuple(int(m) for m in _INT_RE.findall(self.text))
+
+    @property
+    def trap_answer(self) -> str | None:
+        return None if self.trap is None else str(self.trap.answer)
+
+    def reference_solution(self) -> list[str]:
+        return [self.tree.step(j) for j in range(len(self.tree.nodes))] + [f"Answer: {self.answer}"]
+
+    def to_problem(self) -> Problem:
+        return Problem(
+            text=self.text,
+            answer=self.answer,
+            id=self.id,
+            solution="\n".join(self.reference_solution()),
+            subject=self.kind,
+            level=self.level,
+        )
+
+    @cached_property
+    def _check_table(self) -> dict[tuple[str, int, int], list[tuple[int, ...]]]:
+        """(op, a, b) -> for each matching node, the operand values that must be written first."""
+        table: dict[tuple[str, int, int], list[tuple[int, ...]]] = {}
+        t = self.tree
+        for j, n in enumerate(t.nodes):
+            a, b = t.operands(j)
+            need = tuple(v for v, is_node in ((a, n.a_node), (b, n.b_node)) if is_node)
+            keys = {(n.op, a, b)} | ({(n.op, b, a)} if n.op in "+*" else set())
+            for k in keys:
+                table.setdefault(k, []).append(need)
+        return table
+
+    @cached_property
+    def key(self) -> str:
+        """Canonical identity: the computation the problem asks for, whatever its wording
+        (names, items, verbs, distractors, word problem or equation)."""
+        return self.tree.canonical()
+
+    @cached_property
+    def _plans(self):
+        from prmkit.demo.solver import _Plan
+
+        return _Plan(self.tree, self), (_Plan(self.trap, self) if self.trap else None)
+
+
+def _levels(difficulty: str | int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(difficulty, str):
+        if difficulty not in DIFFICULTIES:
+            raise PrmkitError(
+                f"unknown difficulty {difficulty!r}: use one of {sorted(DIFFICULTIES)}, "
+                "a level 1..5 or a list of levels"
+            )
+        return DIFFICULTIES[difficulty]
+    levels = (difficulty,) if isinstance(difficulty, int) else tuple(difficulty)
+    if not levels or any(not isinstance(v, int) or not 1 <= v <= 5 for v in levels):
+        raise PrmkitError(f"difficulty levels must be integers in 1..5, got {difficulty!r}")
+    return levels
+
+
+def _pick_trap(traps: list[tuple[str, Tree]], rng: random.Random) -> tuple[str | None, Tree | None]:
+    """A kind of misreading (a distractor three times as likely), then one instance of it."""
+    if not traps:
+        return None, None
+    kinds = sorted({k for k, _ in traps})
+    kind = rng.choices(kinds, weights=[3 if k == "distractor" else 1 for k in kinds])[0]
+    return rng.choice([(k, t) for k, t in traps if k == kind])
+
+
+def make_problems(
+    n: int,
+    seed: int = 0,
+    difficulty: str | int | Sequence[int] = "mixed",
+    word_fraction: float = 0.6,
+) -> list[WorldProblem]:
+    """`n` distinct problems (by `key`), deterministic in `seed`.
+
+    difficulty: easy|medium|hard|mixed, or levels 1..5. The first k problems are the same
+    for every n >= k.
+    """
+    if n < 0:
+        raise PrmkitError(f"number of problems must be >= 0, got {n}")
+    if not 0.0 <= word_fraction <= 1.0:
+        raise PrmkitError(f"word_fraction must be in [0, 1], got {word_fraction}")
+    levels = _levels(difficulty)
+    rng = random.Random(f"prmkit-world:{seed}")
+    problems = []
+    seen: set[str] = set()
+    while len(problems) < n:
+        level = rng.choice(levels)
+        kind = "word" if rng.random() < word_fraction else "equation"
+        text, tree, traps = (_gen_word if kind == "word" else _gen_equation)(rng, level)
+        key = tree.canonical()
+        if key in seen:
+            continue
+        seen.add(key)
+        trap_kind, trap = _pick_trap(traps, rng)
+        # Error rates grow with the level; each problem also gets its own skill noise.
+        f = 2.0 ** (0.45 * (level - 3) + rng.gauss(0.0, 0.4))
+        prop = Propensity(
+            slip=min(0.3, 0.03 * f),
+            copy=min(0.2, 0.018 * f),
+            skip=min(0.2, 0.014 * f),
+            cancel=0.06,
+            trap=rng.uniform(0.05, 0.7) if trap else 0.0,
+        )
+        problems.append(
+            WorldProblem(
+                id=f"world-{seed}-{len(problems):05d}",
+                text=text,
+                answer=str(tree.answer),
+                kind=kind,
+                level=level,
+                tree=tree,
+                propensity=prop,
+                trap=trap,
+                trap_kind=trap_kind,
+            )
+        )
+    return problems
+
+
+@dataclass(frozen=True)
+class WorldSplits:
+    """Test, reward-model-training and pretraining problems: no problem (by `key`) is in two."""
+
+    test: list[WorldProblem]
+    train: list[WorldProblem]
+    pretrain: list[WorldProblem]
+
+
+def make_splits(
+    seed: int,
+    test: int,
+    train: int,
+    pretrain: int,
+    difficulty: str | int | Sequence[int] = "mixed",
+) -> WorldSplits:
+    """Disjoint splits cut from one stream of distinct problems: test first, so the test set
+    of a seed does not change with the sizes of the other two."""
+    for name, n in (("test", test), ("train", train), ("pretrain", pretrain)):
+        if n < 0:
+            raise PrmkitError(f"{name} split size must be >= 0, got {n}")
+    stream = make_problems(test + train + pretrain, seed=seed, difficulty=difficulty)
+    return WorldSplits(stream[:test], stream[test:test + train], stream[test + train:])
