@@ -15,6 +15,7 @@ from prmkit.demo.world import (
     extract_final_answer,
     majority_answer,
     make_problems,
+    make_splits,
     sample_pools,
     sample_solutions,
     to_scored_samples,
@@ -171,6 +172,26 @@ def test_problems_are_well_formed():
                 assert is_node or v in p.quantities, (p.text, v)
 
 
+def test_problem_key_ignores_wording_and_operand_order():
+    reworded = replace(ANN, id="bob", text="Bob has 7 pens. He finds 4 packs of 3. He sells 5. "
+                       "How many of them does Bob have now?",
+                       tree=build_tree([("*", 4, 3), ("+", NodeRef(0), 7), ("-", NodeRef(1), 5)]))
+    assert reworded.key == ANN.key == "(- (+ (* 3 4) 7) 5)"
+    other = replace(ANN, tree=build_tree([("*", 3, 4), ("+", 7, NodeRef(0)), ("-", NodeRef(1), 4)]))
+    assert other.key != ANN.key
+    # make_problems never returns two problems with one key
+    problems = make_problems(3000, seed=0, difficulty="easy")
+    assert len({p.key for p in problems}) == 3000
+
+
+def test_splits_are_cut_from_one_stream_and_reject_negative_sizes():
+    splits = make_splits(4, test=5, train=7, pretrain=3, difficulty="easy")
+    stream = make_problems(15, seed=4, difficulty="easy")
+    assert [p.id for p in splits.test + splits.train + splits.pretrain] == [p.id for p in stream]
+    with pytest.raises(PrmkitError, match="train split size"):
+        make_splits(0, test=5, train=-1, pretrain=0)
+
+
 def test_difficulty_levels_change_size_and_accuracy():
     easy, hard = make_problems(150, 0, "easy"), make_problems(150, 0, "hard")
     assert {p.level for p in easy} <= {1, 2} and {p.level for p in hard} <= {4, 5}
@@ -257,6 +278,23 @@ def test_world_statistics_in_target_ranges():
     assert 4 <= stats.mean_steps <= 6 and stats.max_step_chars <= 25
     text = stats.format()
     assert "majority@64" in text and "pass@64" in text
+
+
+def test_world_stats_counts_a_hand_built_pool_exactly():
+    trap = build_tree([("*", 3, 4), ("+", 9, NodeRef(0)), ("-", NodeRef(1), 5)])  # Ben's 9
+    ann = replace(ANN, trap=trap, trap_kind="distractor")
+    right = ["3 * 4 = 12", "7 + 12 = 19", "19 - 5 = 14", "Answer: 14"]
+    trapped = ["3 * 4 = 12", "9 + 12 = 21", "21 - 5 = 16", "Answer: 16"]
+    cancelled = ["3 * 4 = 13", "7 + 13 = 19", "19 - 5 = 14", "Answer: 14"]
+    eq_right = ["20 - 5 = 15", "15 / 3 = 5", "Answer: 5"]
+    stats = world_stats([ann, EQ], [[right, trapped, trapped, trapped, cancelled], [eq_right] * 5])
+    assert stats.final_accuracy == 7 / 10 and stats.process_accuracy == 6 / 10
+    assert stats.wrong_process_right_answer == 1 / 7
+    assert stats.majority_at_n == 1 / 2 and stats.majority_wrong_on_trap == 1.0
+    assert stats.pass_at_n == 1.0 and stats.best_process_at_n == 1.0
+    assert stats.first_error_positions == {1: 3, 0: 1}
+    assert stats.final_accuracy_by_level == {1: 7 / 10}
+    assert stats.mean_steps == 35 / 10 and stats.max_step_chars == 11
 
 
 def test_majority_answer_breaks_ties_by_first_seen():
