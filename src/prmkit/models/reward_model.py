@@ -104,17 +104,18 @@ class StepRewardModel(nn.Module):
         return self.backbone.get_input_embeddings().weight.dtype
 
     def classify(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Hidden states [K, H] at label positions -> class logits [K, C] (class 0 = correct)."""
-        if self.head is not None:
-            return self.head(hidden.float())
-        lm_head = self.backbone.get_output_embeddings()
-        weight = lm_head.weight[self.label_token_ids]
-        # K x C values only: computed in fp32 so that bf16 weights lose no precision here
-        # (under autocast the matmul still follows the autocast dtype).
-        logits = hidden.float() @ weight.float().T
-        if getattr(lm_head, "bias", None) is not None:
-            logits = logits + lm_head.bias[self.label_token_ids].float()
-        return logits.float()
+        """Hidden states [K, H] at label positions -> class logits [K, C] (class 0 = correct).
+
+        K x C values only: computed in fp32, also under autocast (which would otherwise run
+        the fp32 head, or the label rows of the LM head, in bf16)."""
+        with torch.autocast(hidden.device.type, enabled=False):
+            if self.head is not None:
+                return self.head(hidden.float())
+            lm_head = self.backbone.get_output_embeddings()
+            logits = hidden.float() @ lm_head.weight[self.label_token_ids].float().T
+            if getattr(lm_head, "bias", None) is not None:
+                logits = logits + lm_head.bias[self.label_token_ids].float()
+            return logits
 
     def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
         """label_positions: LongTensor [K, 2] of (row, token index). Returns logits [K, C]."""
