@@ -278,6 +278,11 @@ def test_null_in_a_recipe_names_file_line_and_key(tmp_path):
     with pytest.raises(PrmkitError, match=r"r\.yaml:3: 'bf16' must be true or false, got null"):
         RewardTrainingConfig.from_yaml(recipe)
     assert RewardTrainingConfig.from_yaml(recipe, ["bf16=false"]).bf16 is False
+    from prmkit.training.reward_config import DataConfig
+
+    with pytest.raises(PrmkitError, match="'bf16' must be true or false, got null"):
+        RewardTrainingConfig(bf16=None, data=DataConfig(train=["x"]))  # Python API too
+    assert RewardTrainingConfig(lr="1e-4", data=DataConfig(train=["x"])).lr == 1e-4
     # null stays valid where the annotation allows None
     assert RewardTrainingConfig.from_yaml(recipe, ["bf16=false", "max_steps=null"]).max_steps is None
 

@@ -89,6 +89,8 @@ class RewardTrainingConfig:
             if not ok:
                 raise PrmkitError(f"invalid training config: {msg}")
 
+        check_types(self)
+
         need(self.lr > 0, f"lr must be positive, got {self.lr}")
         need(self.epochs > 0, f"epochs must be positive, got {self.epochs}")
         need(self.max_steps is None or self.max_steps > 0, "max_steps must be positive")
@@ -260,6 +262,24 @@ def _build(cls, d: Any, where: str):
         raise ConfigError(name, f"'{name}': {e}") from None
 
 
+def check_types(obj, where: str = "") -> None:
+    """Check every field of a dataclass instance (and of nested ones) against its
+    annotation, converting in place where jsonargparse does ('1e-4' -> 1e-4), so that
+    configs built in Python are checked like recipes."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, name = getattr(obj, f.name), f"{where}{f.name}"
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, tp):
+                raise ConfigError(name, f"'{name}' must be a {tp.__name__}, got {value!r}")
+            check_types(value, name + ".")
+            continue
+        checked = _coerce(tp, value, name)
+        if checked is not value:
+            object.__setattr__(obj, f.name, checked)  # also on frozen StepFormat
+
+
 def _coerce(tp, value, name: str):
     """Check a value against a field's annotation (and convert it: '1e-4' -> 1e-4)."""
     if dataclasses.is_dataclass(tp):
@@ -273,6 +293,10 @@ def _coerce(tp, value, name: str):
     if bare or tp is Any:  # Python objects (data.examples): only the container is checked
         if bare and not isinstance(value, tp):
             raise ConfigError(name, f"'{name}' must be {_expected(tp)}, got {value!r}")
+        return value
+    if type(value) is tp and tp in (int, float, str, bool):
+        return value  # already right: no parser needed
+    if typing.get_origin(tp) is Literal and value in args and isinstance(value, str):
         return value
     if typing.get_origin(tp) is list and isinstance(value, str):
         value = [value]  # `train: file.jsonl` for `train: [file.jsonl]`
