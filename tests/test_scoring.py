@@ -335,12 +335,64 @@ def test_cli_score(tmp_path, capsys):
     assert rows[0]["score"] == pytest.approx(min(rows[0]["step_scores"]))  # the model's setting
     assert all(math.isfinite(p) for r in rows for p in r["step_scores"])
     rc = main(["score", "--model", str(tmp_path / "model"), "--input", str(SOLUTIONS),
-               "-o", str(out), "--aggregation", "last", "--resume", "--no-progress"])
+               "-o", str(out), "--dtype", "fp32", "--resume", "--no-progress"])
     assert rc == 0 and "5 already there" in capsys.readouterr().err
     rc = main(["score", "--model", str(tmp_path / "model"), "--input", str(SOLUTIONS),
                "-o", str(out), "--aggregation", "last", "--overwrite", "--no-progress"])
     assert rc == 0
     assert read_jsonl(out)[0]["score"] == pytest.approx(read_jsonl(out)[0]["step_scores"][-1])
+
+
+def test_score_file_records_the_model_and_refuses_to_resume_with_another(tmp_path):
+    make_model().save_pretrained(tmp_path / "m1")
+    other = make_model()
+    with torch.no_grad():
+        next(other.backbone.parameters()).add_(0.01)  # a fine-tuned copy: same shapes
+    other.save_pretrained(tmp_path / "m2")
+    out = tmp_path / "scored.jsonl"
+    first = Scorer.from_pretrained(tmp_path / "m1", dtype="fp32")
+    score_file(first, SOLUTIONS, out, progress=False)
+    lines = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(lines[0] + lines[1])  # a stopped run
+    record = read_jsonl(out)[0]["scored_by"]
+    assert record == {"model": str((tmp_path / "m1").resolve()),
+                      "fingerprint": first.fingerprint, "aggregation": "prod",
+                      "max_length": 2048, "dtype": "float32"}
+    assert len(record["fingerprint"]) == 16
+    second = Scorer.from_pretrained(tmp_path / "m2", dtype="fp32")
+    assert second.fingerprint != first.fingerprint
+    with pytest.raises(PrmkitError) as err:
+        score_file(second, SOLUTIONS, out, resume=True, progress=False)
+    message = str(err.value)
+    assert str(out) in message and "m1" in message and "m2" in message
+    assert first.fingerprint in message and second.fingerprint in message
+    assert len(read_jsonl(out)) == 2  # nothing appended
+    with pytest.raises(PrmkitError, match="aggregation 'prod' -> 'min'"):
+        score_file(first, SOLUTIONS, out, resume=True, aggregation="min", progress=False)
+    # the same weights in another folder are the same model
+    (tmp_path / "m1").rename(tmp_path / "moved")
+    moved = Scorer.from_pretrained(tmp_path / "moved", dtype="fp32")
+    assert score_file(moved, SOLUTIONS, out, resume=True, progress=False).scored == 3
+    report = score_file(second, SOLUTIONS, out, resume=True, force=True, progress=False)
+    assert report.skipped == 5
+    # an in-memory model gets a fingerprint of its weights, untouched by the bf16 cast copy
+    model = make_model()
+    assert Scorer(model, dtype="bf16", cast_weights=True).fingerprint == \
+        Scorer(model, dtype=None).fingerprint
+
+
+def test_cli_score_resume_with_another_model_names_both(tmp_path, capsys):
+    make_model().save_pretrained(tmp_path / "m1")
+    make_model(aggregation="min").save_pretrained(tmp_path / "m2")
+    out = tmp_path / "out.jsonl"
+    argv = ["score", "--input", str(SOLUTIONS), "-o", str(out), "--dtype", "fp32",
+            "--no-progress"]
+    assert main(argv + ["--model", str(tmp_path / "m1")]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--model", str(tmp_path / "m2"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "out.jsonl was scored by" in err and "m1" in err and "m2" in err
+    assert main(argv + ["--model", str(tmp_path / "m2"), "--resume", "--force"]) == 0
 
 
 def test_cli_score_errors(tmp_path, capsys):

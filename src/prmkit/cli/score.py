@@ -15,7 +15,7 @@ def cmd_score(args) -> int:
                                     dtype=args.dtype, device=args.device)
     report = score_file(scorer, args.input, args.output, aggregation=args.aggregation,
                         resume=args.resume, overwrite=args.overwrite,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, force=args.force)
     print(report.summary(), file=sys.stderr)
     return 0
 
@@ -37,5 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue an existing output: skip lines already scored, append")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--force", action="store_true",
+                   help="with --resume: append even if the output's lines were scored by "
+                        "another model or with other settings (their scored_by record)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_score)

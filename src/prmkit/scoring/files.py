@@ -9,10 +9,13 @@ two fields; every other field is kept). Output: each input line plus
   truncated solution never out-ranks a complete one under prod/min/last (an outcome
   model: its one value, 0.0 when the last step was cut),
 - `step_rating_probs` (three-class models): {"1", "0", "-1"} probabilities per step,
-- `truncated_steps`: only when some steps were cut.
+- `truncated_steps`: only when some steps were cut,
+- `scored_by`: the model (folder, fingerprint) and settings (aggregation, max_length,
+  dtype) that scored the line (`prmkit.scoring.provenance`).
 Lines are written in input order and flushed chunk by chunk, so an interrupted run can be
 resumed: lines whose `id` (or, without ids, whose position) is already in the output are
-skipped and new lines are appended.
+skipped and new lines are appended. Resuming with another model or other settings than
+the output's `scored_by` is refused unless forced.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from tqdm import tqdm
 from prmkit.data.io import dumps_line, iter_jsonl
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
+from prmkit.scoring.provenance import check_same_scorer
 from prmkit.scoring.scorer import Scorer, SolutionScores
 
 log = logging.getLogger("prmkit.scoring")
@@ -81,11 +85,13 @@ def _count_lines(path: str | os.PathLike) -> int:
     return n
 
 
-def _existing_output(path: Path) -> tuple[set[str], int]:
-    """Ids and number of complete lines already in `path`; an incomplete last line (a run
-    killed mid-write) is cut off so that appending continues from a clean line."""
+def _existing_output(path: Path) -> tuple[set[str], int, dict | None]:
+    """Ids, number of complete lines and first `scored_by` record already in `path`; an
+    incomplete last line (a run killed mid-write) is cut off so that appending continues
+    from a clean line."""
     ids: set[str] = set()
     count = 0
+    scored_by = None
     good_end = 0
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
@@ -101,15 +107,18 @@ def _existing_output(path: Path) -> tuple[set[str], int]:
                                 "malformed line in the output file; cannot resume it") from None
             if isinstance(obj, dict) and _record_id(obj) is not None:
                 ids.add(_record_id(obj))
+            if scored_by is None and isinstance(obj, dict):
+                scored_by = obj.get("scored_by")
             count += 1
     if good_end < path.stat().st_size:
         log.warning("%s: dropping an incomplete last line before resuming", path)
         with open(path, "r+b") as f:
             f.truncate(good_end)
-    return ids, count
+    return ids, count, scored_by if isinstance(scored_by, dict) else None
 
 
-def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: bool) -> dict:
+def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: bool,
+                   scored_by: dict) -> dict:
     out = dict(obj)
     out["step_scores"] = scores.step_probs
     out["score"] = aggregate(scores.step_probs, Aggregation.LAST if orm else aggregation)
@@ -119,15 +128,19 @@ def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: boo
         ]
     if scores.truncated:
         out["truncated_steps"] = scores.truncated
+    out["scored_by"] = scored_by
     return out
 
 
 def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.PathLike,
                aggregation: str | None = None, resume: bool = False, overwrite: bool = False,
-               chunk_size: int = 256, progress: bool = True) -> ScoreFileReport:
+               chunk_size: int = 256, progress: bool = True,
+               force: bool = False) -> ScoreFileReport:
     """Score every solution of a JSONL file into `out_path` (see module docstring).
 
     An existing output needs resume=True (continue it) or overwrite=True (start over).
+    Resuming an output scored by another model or with other settings raises PrmkitError
+    unless force=True.
     """
     in_path, out_path = str(in_path), Path(out_path)
     aggregation = aggregation or scorer.config.aggregation
@@ -140,8 +153,14 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
         raise PrmkitError(f"{out_path}: the output must not be the input file")
     done_ids: set[str] = set()
     done_count = 0
+    scored_by = scorer.record(aggregation)
     if out_path.exists() and resume:
-        done_ids, done_count = _existing_output(out_path)
+        done_ids, done_count, saved = _existing_output(out_path)
+        if saved is not None and not force:
+            check_same_scorer(out_path, saved, scored_by)
+        elif saved is None and done_count:
+            log.warning("%s: its lines record no model (scored_by); cannot check that they "
+                        "were scored by %s", out_path, scored_by["model"])
     elif out_path.exists() and not overwrite:
         raise PrmkitError(f"{out_path} exists: pass resume to continue it or overwrite to "
                           "replace it")
@@ -173,10 +192,10 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
             for rec in pending():
                 chunk.append(rec)
                 if len(chunk) >= chunk_size:
-                    _write_chunk(scorer, chunk, f, aggregation, orm, report, bar)
+                    _write_chunk(scorer, chunk, f, scored_by, orm, report, bar)
                     chunk = []
             if chunk:
-                _write_chunk(scorer, chunk, f, aggregation, orm, report, bar)
+                _write_chunk(scorer, chunk, f, scored_by, orm, report, bar)
         finally:
             bar.close()
     if report.truncated_steps:
@@ -186,11 +205,12 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
     return report
 
 
-def _write_chunk(scorer: Scorer, chunk: list[dict], f, aggregation: str, orm: bool,
+def _write_chunk(scorer: Scorer, chunk: list[dict], f, scored_by: dict, orm: bool,
                  report: ScoreFileReport, bar) -> None:
     bar.refresh()  # show the solutions skipped on resume before a long first chunk
     results = scorer._score_chunk(chunk, bar.update)
-    f.write(b"".join(dumps_line(_output_record(rec, res, aggregation, orm))
+    aggregation = scored_by["aggregation"]
+    f.write(b"".join(dumps_line(_output_record(rec, res, aggregation, orm, scored_by))
                      for rec, res in zip(chunk, results, strict=True)))
     f.flush()
     for res in results:

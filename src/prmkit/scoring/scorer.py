@@ -10,6 +10,7 @@ back in input order.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -106,7 +107,7 @@ class Scorer:
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
                  device: str | torch.device | None = None, cast_weights: bool = False,
                  max_batch_size: int | None = None, max_padding: float = 0.15,
-                 *, _owns_model: bool = False):
+                 *, _source: str | None = None):
         if token_budget < 1:
             raise PrmkitError(f"token_budget must be positive, got {token_budget}")
         self.token_budget = int(token_budget)
@@ -117,7 +118,9 @@ class Scorer:
         change = self.dtype is not None and self.dtype != weights
         self.cast_weights = change and (cast_weights or self.dtype == torch.float32)
         self.autocast = change and not self.cast_weights
-        if self.cast_weights and not _owns_model:
+        self.source = _source  # the folder of from_pretrained, else None
+        self._given_model = model  # never modified: fingerprinted on demand
+        if self.cast_weights and _source is None:
             model = copy.deepcopy(model)
         self.model = model
         if device is not None:
@@ -141,7 +144,24 @@ class Scorer:
         model = StepRewardModel.from_pretrained(folder, device=device)
         kw.setdefault("cast_weights", True)  # nobody else holds this model: cast in place
         return cls(model, token_budget=token_budget, dtype=dtype, device=device,
-                   _owns_model=True, **kw)
+                   _source=str(Path(folder).resolve()), **kw)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Short digest of the model (see prmkit.scoring.provenance)."""
+        from prmkit.scoring.provenance import folder_fingerprint, weights_fingerprint
+
+        if self.source is not None:
+            return folder_fingerprint(self.source)
+        return weights_fingerprint(self._given_model)
+
+    def record(self, aggregation: str) -> dict:
+        """The `scored_by` record written with every scored line."""
+        dtype = self.dtype or next(self.model.backbone.parameters()).dtype
+        return {"model": self.source or f"in-memory {type(self._given_model).__name__}",
+                "fingerprint": self.fingerprint, "aggregation": str(aggregation),
+                "max_length": self.encoder.fmt.max_length,
+                "dtype": str(dtype).removeprefix("torch.")}
 
     # ---- encoding and batching ------------------------------------------------------
     def encode(self, problem: str, steps: Sequence[str]) -> Encoded:

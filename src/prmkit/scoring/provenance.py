@@ -1,0 +1,62 @@
+"""Which model and settings scored a file: the `scored_by` record of every scored line.
+
+    {"model": "/abs/runs/prm", "fingerprint": "3f2a9c0d1e4b5a6c", "aggregation": "prod",
+     "max_length": 2048, "dtype": "bfloat16"}
+
+The fingerprint of a saved model folder digests the size and the first and last MiB of its
+config and weight files (`prmkit.training.resume.file_fingerprint`, cheap on multi-GB
+weights), not its path: a moved folder keeps its fingerprint. A model given in memory is
+fingerprinted from its config and the first and last 1,024 values of every tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from prmkit.errors import PrmkitError
+
+_ENDS = 1024
+COMPARED = ("fingerprint", "aggregation", "max_length", "dtype")
+
+
+def _short(payload) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def folder_fingerprint(folder: str | Path) -> str:
+    from prmkit.training.resume import file_fingerprint
+
+    files = {}
+    for f in sorted(Path(folder).iterdir()):
+        if f.name.endswith("config.json") or f.suffix in (".safetensors", ".bin"):
+            fp = file_fingerprint(f)
+            files[f.name] = [fp.get("size"), fp.get("ends_sha256")]
+    return _short(files)
+
+
+def weights_fingerprint(model) -> str:
+    digest = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        flat = t.detach().reshape(-1)
+        ends = flat if flat.numel() <= 2 * _ENDS else torch.cat([flat[:_ENDS], flat[-_ENDS:]])
+        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        digest.update(ends.cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    config = dataclasses.asdict(model.config) if dataclasses.is_dataclass(model.config) else {}
+    return _short([digest.hexdigest(), json.loads(json.dumps(config, default=str))])
+
+
+def check_same_scorer(path: str | Path, saved: dict, current: dict) -> None:
+    """Refuse to append to `path` with another model or other settings than its lines'."""
+    diffs = [f"{k} {saved.get(k)!r} -> {current.get(k)!r}"
+             for k in COMPARED if saved.get(k) != current.get(k)]
+    if diffs:
+        raise PrmkitError(
+            f"{path} was scored by {saved.get('model')} (fingerprint {saved.get('fingerprint')}), "
+            f"not by this run's {current['model']} (fingerprint {current['fingerprint']}): "
+            f"{'; '.join(diffs)}. Pass overwrite (--overwrite) to score it again, or force "
+            "(--force) to append anyway (the file then mixes both)")
