@@ -81,7 +81,7 @@ def processbench_scores(model_dir: Path, items: dict, work: Path, batch_tokens: 
         print(report.summary(), f"in {time.time() - t0:.0f} s", file=sys.stderr)
     scores = {rec["id"]: rec["step_scores"] for _, rec in iter_jsonl(scores_path)}
     truncated = sum(v is None for s in scores.values() for v in s)
-    return scores, truncated  # null (cut by max_length) is never flagged by `pb`
+    return scores, truncated  # null (cut by max_length) counts as 0.0 in `pb`: flagged
 
 
 def processbench_results(items, scores, threshold: float, tune_fraction: float) -> dict:
