@@ -164,10 +164,19 @@ def test_bad_score_names_file_and_line(tmp_path):
 
 
 def test_curves_trials_estimator_reports_std():
-    pools = random_pools(seed=1, problems=10, max_samples=10, with_clusters=True)
-    c = bon_curves(pools, [1, 2, 10], estimator="trials", pool_size=10, trials=50)
-    assert len(c.std["best"]) == 3 and c.std["best"][-1] >= 0
-    assert c.estimator["majority"] == "trials(50)"
-    exact = bon_curves(pools, [1, 2, 10], estimator="exact", pool_size=10, trials=50)
-    assert exact.std["best"] == []
-    assert exact.accuracy["pass"][-1] >= exact.accuracy["best"][-1]
+    # One problem, two samples (the better-scored one correct): best-of-1 is a fair coin per
+    # trial, so the trial accuracies are 0/1 and their (population) std is sqrt(p (1 - p))
+    # for the observed mean p; best-of-2 always draws both: accuracy 1 in every trial, std 0.
+    pool = ProblemPool(scores=np.array([0.9, 0.1]), correct=np.array([True, False]),
+                       clusters=np.array([0, 1]))
+    c = bon_curves([pool], [1, 2], estimator="trials", pool_size=None, trials=400, seed=3)
+    p = c.accuracy["best"][0]
+    assert 0.4 < p < 0.6  # 400 fair coins
+    assert c.std["best"] == pytest.approx([np.sqrt(p * (1 - p)), 0.0], abs=1e-12)
+    assert c.accuracy["best"][1] == 1.0
+    # majority of the 2 different answers is a tie broken at random: a coin again
+    m = c.accuracy["majority"][1]
+    assert 0.4 < m < 0.6 and c.std["majority"][1] == pytest.approx(np.sqrt(m * (1 - m)))
+    assert c.estimator["majority"] == "trials(400)"
+    exact = bon_curves([pool], [1, 2], estimator="exact", pool_size=None)
+    assert exact.std["best"] == [] and exact.accuracy["best"] == pytest.approx([0.5, 1.0])

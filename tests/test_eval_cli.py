@@ -14,13 +14,26 @@ def run_json(capsys, argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def assert_within_3_standard_errors(got, std, expected, trials):
+    for g, s, e in zip(got, std, expected, strict=True):
+        assert abs(g - e) <= 3 * s / trials ** 0.5 + 1e-12, (got, expected)
+
+
 def test_eval_bon_exact_json(capsys, tmp_path):
     out = run_json(capsys, ["eval", "bon", "--samples", SAMPLES, "--score-key", "prm_score",
                             "--n", "1,2,3", "--pool-size", "none", "--grader", "exact",
                             "--json", "--plot", str(tmp_path / "bon.png")])
     assert out["n"] == [1, 2, 3] and out["std"] == []
     assert out["accuracy"] == pytest.approx([7 / 12, 0.5, 0.375])
-    assert len(out["majority"]) == 3 and all(0 <= a <= 1 for a in out["majority"])
+    # Majority by hand over every draw (exact grader: "1/2" and "0.5" are two answers;
+    # tied classes split evenly; a draw of the answer-less slot alone is wrong):
+    # p1 (4 slots): N=1 2/4, N=2 (1 + 1/2 + 1 + 1/2 + 1 + 0)/6, N=3 (2/3 + 1 + 1/2 + 1/2)/4
+    # p2 (7, 8, 8): N=1 2/3, N=2 (1/2 + 1/2 + 1)/3, N=3 1
+    expected = [(1 / 2 + 2 / 3) / 2, (2 / 3 + 2 / 3) / 2, (2 / 3 + 1) / 2]
+    assert out["estimator"] == "exact" and out["trials"] == 400
+    assert_within_3_standard_errors(out["majority"], out["majority_std"], expected, 400)
+    assert out["pass_at_n"] == pytest.approx([7 / 12, (5 / 6 + 1) / 2, 1.0])
+    assert out["problems"] == 2 and out["padding"] is None
     assert (tmp_path / "bon.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -29,7 +42,16 @@ def test_eval_bon_trials_has_std_and_extra_key(capsys):
                             "--extra-key", "orm_score", "--n", "1,3", "--pool-size", "4",
                             "--estimator", "trials", "--trials", "200", "--grader", "exact",
                             "--json"])
-    assert len(out["std"]) == 2 and "orm_score" in out["curves"]
+    # By hand, pools padded to 4 slots (p1: A .9 ok, B .3 ok, C .5 wrong, one answer-less;
+    # p2: E .8 wrong, F .6 ok, G .2 ok, one empty slot): N=1: 1/2 in both problems; N=3:
+    # p1 3/4 (only BCD picks C), p2 1/4 (only FG_ avoids E). orm_score (A .2, B .8, C .9;
+    # E .1, F .7, G .3): N=3: p1 1/4, p2 1.
+    assert_within_3_standard_errors(out["accuracy"], out["std"], [0.5, 0.5], 200)
+    orm = out["curves"]["orm_score"]
+    assert_within_3_standard_errors(orm["accuracy"], orm["std"], [0.5, 0.625], 200)
+    assert all(s > 0 for s in out["std"] + orm["std"])  # trial accuracies vary
+    assert out["pass_at_n"] == pytest.approx([0.5, 1.0])  # exact: 2 correct of 4 slots
+    assert out["padding"] == {"pool_size": 4, "problems_padded": 1, "empty_slots": 1}
 
 
 def test_eval_bon_reads_prmkit_score_output_with_null_steps(capsys, tmp_path):
