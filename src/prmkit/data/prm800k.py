@@ -20,7 +20,14 @@ from msgspec import UNSET, UnsetType
 
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.data.jsonstream import iter_json_values, sniff
-from prmkit.data.records import LabelledSolution, LabelledStep, Problem, Provenance, Step
+from prmkit.data.records import (
+    LabelledSolution,
+    LabelledStep,
+    Problem,
+    Provenance,
+    Rating,
+    Step,
+)
 from prmkit.errors import DataError
 
 FORMAT = "prm800k"
@@ -274,9 +281,16 @@ def _default_present(generation: int | None, question: dict) -> list[str]:
 _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
+class _RawHuman(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    text: str
+    rating: Rating | None = None
+    flagged: bool | None = None
+    source: Any = UNSET  # the one extra key of the official human completions
+
+
 class _RawStep(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     completions: list[Step] | None
-    human_completion: dict[str, Any] | None  # carries extra keys such as "source"
+    human_completion: _RawHuman | None
     chosen_completion: _Int | None
 
 
@@ -320,10 +334,10 @@ def _from_struct(r: _RawRecord, path: str, line: int) -> LabelledSolution:
         chosen = s.chosen_completion
         if chosen is not None and not 0 <= chosen < len(completions):
             raise _Unusual
-        human = s.human_completion
-        if human is not None:
-            human = _parse_step(_Ctx(path, line), human, "human_completion")
-        steps.append(LabelledStep(completions, chosen, human))
+        h = s.human_completion
+        if h is not None:
+            h = Step(h.text, h.rating, h.flagged, {} if h.source is UNSET else {"source": h.source})
+        steps.append(LabelledStep(completions, chosen, h))
     q = r.question
     present = [k for k in _OPTIONAL_QUESTION_KEYS if getattr(q, k) is not UNSET]
     solution = _none(q.ground_truth_solution)
