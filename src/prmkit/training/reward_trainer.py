@@ -169,7 +169,7 @@ class RewardTrainer:
             limit = encoder.fmt.max_length
             log.warning("%d of %d %s examples skipped: the prompt alone is longer than "
                         "model.step_format.max_length=%d", skipped, len(examples), split, limit)
-            if not kept:
+            if not kept and split == "train":  # no eval examples only means no eval
                 raise PrmkitError(f"all {len(examples)} {split} examples have a prompt longer "
                                   f"than model.step_format.max_length={limit}")
         return kept
