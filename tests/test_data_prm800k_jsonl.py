@@ -125,3 +125,42 @@ def test_skip_bad_keeps_every_good_line_and_lists_the_bad_ones(tmp_path):
     assert [s.provenance.source_line for s in sols] == [1, 3, 5]
     assert [line for line, _ in bad] == [2, 4]
     assert bad[0][1].startswith("invalid JSON") and "label.finish_reason" in bad[1][1]
+
+
+def no_human_record() -> dict:
+    rec = one_record()
+    for s in rec["label"]["steps"]:
+        s["human_completion"] = None
+    return rec
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda r: r["label"]["steps"][1].update(chosen_completion=4), "label.steps[1].chosen_completion"),
+        (lambda r: r["label"]["steps"][1].update(chosen_completion=-1), "label.steps[1].chosen_completion"),
+        (lambda r: r["label"]["steps"][1].update(chosen_completion=1.0), "label.steps[1].chosen_completion"),
+        (lambda r: r["label"]["steps"][1]["completions"][2].update(rating=2), "label.steps[1].completions[2].rating"),
+    ],
+)
+def test_decoded_steps_still_check_every_field(tmp_path, mutate, field):
+    assert _decoder.decode(json.dumps(no_human_record()))
+    rec = no_human_record()
+    mutate(rec)
+    p = write_lines(tmp_path / "one.jsonl", [rec])
+    with pytest.raises(DataError) as e:
+        list(read_prm800k(p))
+    assert (e.value.line, e.value.field) == (1, field)
+
+
+def test_step_keys_beyond_the_official_ones_are_kept(tmp_path):
+    rec = no_human_record()
+    rec["label"]["steps"][0]["extra"] = {}
+    rec["label"]["steps"][1]["comment"] = "unclear"
+    rec["label"]["steps"][2]["human_completion"] = {"text": "Hence 14.", "rating": 1, "flagged": None}
+    p = write_lines(tmp_path / "x.jsonl", [no_human_record(), rec])
+    plain, odd = read_prm800k(p)
+    assert [s.extra for s in odd.steps] == [{"extra": {}}, {"comment": "unclear"}, {}]
+    assert odd.steps[2].human_completion.extra == {}
+    assert [to_dict(s) for s in (plain, odd)] == [no_human_record(), rec]
+    assert [plain, odd] == dict_path(p)
