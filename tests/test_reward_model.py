@@ -34,6 +34,26 @@ def make_model(seed: int = 0, **config) -> StepRewardModel:
     return model.eval()
 
 
+def untied_model(seed: int = 0, **config) -> StepRewardModel:
+    """A tiny Llama whose LM head is NOT tied to the input embeddings (like Llama-3-8B
+    or Qwen2.5-7B), with the test tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _, tok = tiny_random(seed=seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    backbone = LlamaForCausalLM(cfg)
+    spread(backbone, seed + 1)
+    assert backbone.get_output_embeddings().weight is not backbone.get_input_embeddings().weight
+    model = StepRewardModel.from_backbone(backbone, tok, RewardModelConfig(**config))
+    if model.head is not None:
+        spread(model.head, seed + 2, std=0.5)
+    return model.eval()
+
+
 def run(model: StepRewardModel, steps=STEPS_A) -> tuple[torch.Tensor, list[int], list[int]]:
     enc = model.encoder.encode(PROBLEM, steps)
     ids = torch.tensor([enc.input_ids])
@@ -107,17 +127,61 @@ def test_loss_soft_targets_and_weights():
                              StepRewardModel.loss(logits[:1], torch.tensor([[1.0, 0.0]])))
 
 
-def test_loss_gradient_reaches_label_logits_only():
-    model = make_model()
+def _label_position_gradients(model: StepRewardModel):
+    """Backward a loss on every step; return (d loss / d final hidden states [L, H], the
+    encoding). The hook reads the decoder's output inside model.forward itself."""
+    seen = []
+
+    def keep(_module, _args, out):
+        out.last_hidden_state.retain_grad()
+        seen.append(out.last_hidden_state)
+
     enc = model.encoder.encode(PROBLEM, STEPS_A)
-    ids = torch.tensor([enc.input_ids])
-    pos = torch.tensor([[0, p] for p in enc.label_positions])
-    logits = model(ids, pos)
-    loss = model.loss(logits, torch.tensor([[1.0, 0.0]] * len(STEPS_A)))
+    handle = model.backbone.get_decoder().register_forward_hook(keep)
+    try:
+        logits = model(torch.tensor([enc.input_ids]), torch.tensor([[0, p] for p in enc.label_positions]))
+    finally:
+        handle.remove()
+    loss = model.loss(logits, torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.3, 0.7]]))
+    assert torch.isfinite(loss)
+    model.zero_grad(set_to_none=True)
     loss.backward()
+    (hidden,) = seen
+    return hidden.grad[0], enc
+
+
+@pytest.mark.parametrize("formulation", ["token", "head"])
+def test_loss_gradient_reaches_label_logits_only(formulation):
+    """The loss sees the final hidden state at the label positions and nowhere else; the
+    token formulation reads only the label tokens' rows of the LM head."""
+    model = untied_model(formulation=formulation)
+    grad, enc = _label_position_gradients(model)
+    nonzero = grad.abs().sum(-1) > 0
+    assert nonzero.nonzero().flatten().tolist() == enc.label_positions
+    assert len(enc.label_positions) == len(STEPS_A) < len(enc.input_ids) // 4
+    lm_head = model.backbone.get_output_embeddings().weight.grad
+    if formulation == "token":
+        rows = (lm_head.abs().sum(-1) > 0).nonzero().flatten().tolist()
+        assert rows == sorted(model.label_token_ids.tolist())
+    else:
+        assert lm_head is None  # the LM head is not used at all
+        assert all((p.grad.abs() > 0).any() for p in model.head.parameters())
+    # the input embeddings learn from every token up to the last label (causal attention)
     emb = model.backbone.get_input_embeddings().weight.grad
-    label_ids = model.label_token_ids.tolist()
-    assert torch.isfinite(loss) and emb[label_ids].abs().sum() > 0
+    assert set((emb.abs().sum(-1) > 0).nonzero().flatten().tolist()) == set(enc.input_ids)
+
+
+def test_loss_gradient_with_tied_embeddings_reaches_label_rows():
+    """Tied: the label rows get gradient through the head; other rows only as inputs."""
+    model = make_model()
+    assert model.backbone.get_output_embeddings().weight is model.backbone.get_input_embeddings().weight
+    grad, enc = _label_position_gradients(model)
+    assert (grad.abs().sum(-1) > 0).nonzero().flatten().tolist() == enc.label_positions
+    shared = model.backbone.get_input_embeddings().weight.grad
+    rows = set((shared.abs().sum(-1) > 0).nonzero().flatten().tolist())
+    label_ids = set(model.label_token_ids.tolist())
+    assert rows == set(enc.input_ids) | label_ids
+    assert not label_ids <= set(enc.input_ids)  # some label row is reached through the head only
 
 
 # ---- attention masks ---------------------------------------------------------------------
@@ -213,6 +277,29 @@ def test_save_load_full_weights_round_trip(tmp_path, config):
     loaded = StepRewardModel.from_pretrained(tmp_path / "m")
     assert loaded.config == model.config
     assert not loaded.training
+    assert torch.equal(_scores(loaded), _scores(model))
+    assert torch.equal(_scores(loaded, STEPS_B), _scores(model, STEPS_B))
+
+
+@pytest.mark.parametrize("formulation", ["token", "head"])
+def test_untied_embeddings_save_load_round_trip(tmp_path, formulation):
+    model = untied_model(formulation=formulation)
+    logits, ids, positions = run(model)
+    if formulation == "token":  # the label logits come from the LM head, not the embeddings
+        with torch.no_grad():
+            full = model.backbone(torch.tensor([ids])).logits[0]
+        torch.testing.assert_close(logits, full[positions][:, model.label_token_ids],
+                                   atol=1e-5, rtol=1e-5)
+        emb = model.backbone.get_input_embeddings().weight[model.label_token_ids]
+        with torch.no_grad():
+            hidden = model.hidden_states(torch.tensor([ids]))[0, positions]
+        assert (hidden @ emb.T - logits).abs().max() > 1e-2
+    model.save_pretrained(tmp_path / "m")
+    loaded = StepRewardModel.from_pretrained(tmp_path / "m")
+    assert loaded.backbone.config.tie_word_embeddings is False
+    out_w = loaded.backbone.get_output_embeddings().weight
+    assert out_w is not loaded.backbone.get_input_embeddings().weight
+    assert torch.equal(out_w, model.backbone.get_output_embeddings().weight)
     assert torch.equal(_scores(loaded), _scores(model))
     assert torch.equal(_scores(loaded, STEPS_B), _scores(model, STEPS_B))
 
