@@ -203,6 +203,71 @@ def test_labels_never_cast_to_bool_regression(tok):
     assert all(type(p) is int for p in enc.label_positions + enc.step_indices)
 
 
+# ---- a SentencePiece-style tokenizer (Metaspace "▁", as Llama-2 and Mistral) -------------
+SP_CORPUS = [
+    "Let x be a number. Then 2x + 3 = 11, so x = 4.",
+    "First, compute 3 * 4 = 12.\n\nNext, 12 - 5 = 7.\n\nThe answer is 7.",
+    "What is 2+2? Add 2. So x = 4. ки\n",
+    "+ - 0 = ( ) \\frac{1}{2} \\boxed{7} # Answer",
+]
+
+
+@pytest.fixture(scope="module")
+def sp_tok():
+    """BPE over Metaspace pieces (what tokenizers' SentencePieceBPETokenizer builds): every
+    encoded text gets a leading "▁", and a space merges into the next piece."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    t = Tokenizer(models.BPE(unk_token="<unk>"))
+    t.normalizer = normalizers.NFKC()
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    t.train_from_iterator(SP_CORPUS, trainers.BpeTrainer(
+        vocab_size=200, min_frequency=1, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+        show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=t, bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>", unk_token="<unk>")
+
+
+def pieces(tok, ids) -> list[str]:
+    return tok.convert_ids_to_tokens(ids)
+
+
+def test_sentencepiece_golden_ids_double_newline(sp_tok):
+    fmt = StepFormat()
+    enc = encode_solution(sp_tok, PROBLEM, STEPS, fmt)
+    # each segment is encoded alone, so each starts with "▁": the separator "\n\n" is
+    # "▁" "\n\n" after a step (the prompt's own "\n\n" follows "?" within one text)
+    assert pieces(sp_tok, enc.input_ids) == ["▁2+2?", "\n\n",
+                                             "▁Add", "▁2.", "▁", "\n\n",
+                                             "▁x", "▁=", "▁4.", "▁", "\n\n"]
+    assert enc.input_ids == [152, 59, 136, 128, 52, 59, 58, 53, 75, 52, 59]
+    assert enc.label_positions == [5, 10]
+    # the label is on "\n\n", not on the separator's leading "▁" nor the step's last piece
+    assert [pieces(sp_tok, [enc.input_ids[p - 2], enc.input_ids[p - 1], enc.input_ids[p]])
+            for p in enc.label_positions] == [["▁2.", "▁", "\n\n"], ["▁4.", "▁", "\n\n"]]
+    assert_labels_on_separator_ends(sp_tok, enc, fmt, STEPS)
+    assert sp_tok.decode(enc.input_ids) == "2+2?\n\n Add 2. \n\n x = 4. \n\n"
+    assert pieces(sp_tok, resolve_label_token_ids(sp_tok, ("+", "-"))) == ["▁+", "▁-"]
+
+
+def test_sentencepiece_space_merges_into_the_separator_label_token(sp_tok):
+    fmt = StepFormat(step_separator=" ки\n")
+    enc = encode_solution(sp_tok, PROBLEM, STEPS, fmt)
+    # " ки\n": its space becomes the "▁" of ONE piece, which carries the label
+    assert pieces(sp_tok, ids_of(sp_tok, " ки\n")) == ["▁ки\n"]
+    assert pieces(sp_tok, enc.input_ids) == ["▁2+2?", "\n\n", "▁Add", "▁2.", "▁ки\n",
+                                             "▁x", "▁=", "▁4.", "▁ки\n"]
+    assert enc.input_ids == [152, 59, 136, 128, 126, 58, 53, 75, 126]
+    assert enc.label_positions == [4, 8]
+    assert_labels_on_separator_ends(sp_tok, enc, fmt, STEPS)
+    # a step written with a leading space merges it into its first piece: same tokens,
+    # same label positions (no extra "▁" token shifts the labels)
+    spaced = encode_solution(sp_tok, PROBLEM, [" " + s for s in STEPS], fmt)
+    assert spaced == enc
+
+
 # ---- the real SmolLM2 tokenizer --------------------------------------------------------
 @pytest.fixture(scope="module")
 def smol_tok(smollm2_dir):
