@@ -2,6 +2,11 @@
 
 Ratings follow PRM800K: +1 correct, 0 neutral, -1 wrong, None unrated.
 Unknown source fields are kept in `extra` so that writers can round-trip them.
+
+Problem, Step, LabelledStep, Provenance and LabelledSolution are msgspec Structs: the
+raw PRM800K reader decodes completions straight into `Step` and builds the rest without
+a dict per record; they are used like dataclasses (same fields, defaults, keyword or
+positional construction, mutability, equality; `msgspec.structs.asdict` for a dict).
 """
 
 from __future__ import annotations
@@ -12,8 +17,7 @@ from typing import Annotated, Any
 import msgspec
 
 
-@dataclass
-class Problem:
+class Problem(msgspec.Struct):
     text: str
     answer: str | None = None  # ground-truth final answer
     id: str | None = None
@@ -31,9 +35,8 @@ _Extra = Annotated[dict[str, Any], msgspec.Meta(min_length=1, max_length=0)]
 class Step(msgspec.Struct, forbid_unknown_fields=True):
     """One step candidate as written (by a model or a person) and rated.
 
-    A msgspec Struct (fields, defaults, equality and mutability as a dataclass) so that
-    readers decode PRM800K completions straight into it; a completion with other keys
-    fails to decode and takes the validating path, which keeps those keys in `extra`.
+    A completion with other keys fails to decode into it and takes the validating path,
+    which keeps those keys in `extra`.
     """
 
     text: str
@@ -58,8 +61,7 @@ class LabelledStep(msgspec.Struct):
         return self.human_completion
 
 
-@dataclass
-class Provenance:
+class Provenance(msgspec.Struct):
     source_format: str | None = None
     source_path: str | None = None
     source_line: int | None = None
@@ -70,8 +72,7 @@ class Provenance:
     is_initial_screening_question: bool = False
 
 
-@dataclass
-class LabelledSolution:
+class LabelledSolution(msgspec.Struct):
     problem: Problem
     steps: list[LabelledStep]
     finish_reason: str | None = None  # found_error | solution | bad_problem | give_up
@@ -79,8 +80,8 @@ class LabelledSolution:
     pre_generated_steps: list[str] | None = None
     pre_generated_answer: str | None = None
     pre_generated_verifier_score: float | None = None
-    provenance: Provenance = field(default_factory=Provenance)
-    extra: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance = msgspec.field(default_factory=Provenance)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def trajectory(self) -> list[Step]:
         """The kept path: one step per position, stopping where no step was kept."""
