@@ -1,11 +1,13 @@
 """Raw PRM800K records (the original OpenAI schema), phases 1 and 2.
 
 Reads strict JSONL and the pretty-printed "concatenated" form; writes JSONL that
-reads back into identical records. JSONL lines shaped like the official files decode
-with msgspec straight into typed structs (completions into `Step`), with no dicts in
-between; any other line takes the validating dict path, which names a bad field. Unknown keys are kept in `extra`:
-top-level ones directly, unknown `question` keys under extra["question_extra"],
-unknown `label` keys under extra["label_extra"].
+reads back into identical records. Unknown keys are kept in `extra`: top-level ones
+directly, unknown `question` keys under extra["question_extra"], unknown `label` keys
+under extra["label_extra"].
+
+JSONL lines shaped like the official files decode with msgspec straight into typed
+structs (completions into `Step`), with no dict in between; any other line takes the
+validating dict path, which gives the same records and names a bad field.
 """
 
 from __future__ import annotations
@@ -363,7 +365,7 @@ def _read_jsonl(path: str, skip_bad: bool, bad: list | None) -> Iterator[Labelle
         for line, raw in enumerate(f, 1):
             try:
                 sol = _from_struct(_decoder.decode(raw), path, line)
-            except (msgspec.DecodeError, msgspec.ValidationError, _Unusual, DataError):
+            except (msgspec.DecodeError, msgspec.ValidationError, _Unusual):
                 sol = None
             if sol is not None:
                 yield sol
