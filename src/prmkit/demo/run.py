@@ -48,7 +48,9 @@ class DemoConfig:
     reward_steps: int = 250  # optimizer steps for the PRM and for the ORM (matched compute)
     batch_tokens: int = 4096
     lr: float = 1e-3
-    aggregation: str = "prod"  # how the PRM's step scores make a solution score
+    # How the PRM's step scores make a solution score. min, not the paper's prod: prod's
+    # product over more steps favours shorter wrong solutions (docs/demo-world.md).
+    aggregation: str = "min"
     threads: int = 2  # torch CPU threads: fixed, so that a run's figures repeat exactly
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
@@ -258,7 +260,8 @@ def verdict(summary: dict) -> str:
     n = summary["largest_n"]
     prm, orm, maj = summary["prm"][-1], summary["orm"][-1], summary["majority"][-1]
     s_prm, s_orm, s_maj = summary["prm_std"][-1], summary["orm_std"][-1], summary["majority_std"][-1]
-    lines = [f"At N={n}: PRM {100 * prm:.1f}% (±{100 * s_prm:.1f}), ORM {100 * orm:.1f}% "
+    agg = summary.get("aggregation", "prod")
+    lines = [f"At N={n}: PRM ({agg} of step scores) {100 * prm:.1f}% (±{100 * s_prm:.1f}), ORM {100 * orm:.1f}% "
              f"(±{100 * s_orm:.1f}), majority vote {100 * maj:.1f}% (±{100 * s_maj:.1f}), "
              f"means ± std over {summary['seeds']} seeds."]
     for a, b, name_a, name_b, key in ((prm, orm, "PRM", "ORM", "prm_minus_orm"),
@@ -286,16 +289,16 @@ def verdict(summary: dict) -> str:
                  "PRM is never ahead of ORM.")
     if summary["prm"][-1] < max(summary["prm"]):
         lines.append(
-            "Past the peak the small reward models over-optimise: the more samples, the "
-            "likelier one wrong solution gets a confident top score. Over whole pools, "
+            "Past the peak the small reward models over-optimise: they barely tell an "
+            "arithmetic slip from a right step, so the more samples, the likelier a "
+            "solution with a slip gets the top score. Over whole pools, "
             f"{100 * summary['prm_top_pick_right_answer']:.0f}% of the PRM's picks have a "
             f"right answer ({100 * summary['prm_top_pick_right_process']:.0f}% a right "
             f"process, {100 * summary['prm_top_pick_trap_answer']:.0f}% the problem's "
             f"systematic trap answer); the ORM's: "
             f"{100 * summary['orm_top_pick_right_answer']:.0f}% right answer, "
             f"{100 * summary['orm_top_pick_trap_answer']:.0f}% trap answer. Majority vote "
-            "needs no model and keeps improving; the paper's large models keep improving "
-            "too, which these CPU-sized ones do not.")
+            "needs no model and does not fall.")
     lines.append(f"The PRM finds the first wrong step of held-out samples with F1 "
                  f"{summary['first_error_f1']:.3f} (threshold 0.5) and ranks steps with AUROC "
                  f"{summary['step_auroc']:.3f}.")
@@ -330,6 +333,7 @@ def _run_demo(out: Path, cfg: DemoConfig) -> dict:
               f"({r['seconds']:.0f} s)", flush=True)
     ns = list(cfg.ns)
     summary = summarise(per_seed, ns, time.perf_counter() - t0)
+    summary["aggregation"] = cfg.aggregation
     summary["statement"] = verdict(summary)
     summary["config"] = asdict(cfg)
     summary["per_seed"] = [{k: v for k, v in r.items() if k != "calibration"} for r in per_seed]
