@@ -322,3 +322,14 @@ def test_smollm2_truncation_and_prefix(smol_tok):
     assert cut.label_positions == full.label_positions[: len(cut.label_positions)]
     # the next step did not fit
     assert full.label_positions[len(cut.step_indices)] >= 40
+
+
+def test_generated_text_splits_into_steps_with_the_answer_heading_kept_whole():
+    from prmkit.models.formatting import split_steps
+
+    text = "x = 2 + 3\n\n  x = 5 \n\n\n\n# Answer\n\n5\n\n"
+    assert split_steps(text, "\n\n") == ["x = 2 + 3", "x = 5", "# Answer\n\n5"]
+    assert split_steps("a\nb\n# Answer\n7", "\n") == ["a", "b", "# Answer\n\n7"]
+    assert split_steps("a\n\n# Answer", "\n\n") == ["a", "# Answer"]
+    with pytest.raises(PrmkitError):
+        split_steps("a", "")

@@ -13,7 +13,7 @@ import sys
 from prmkit import __version__
 from prmkit.errors import PrmkitError
 
-COMMAND_MODULES = ["data", "grade", "train", "score", "select", "eval", "demo"]
+COMMAND_MODULES = ["data", "grade", "train", "score", "select", "eval", "generate", "search", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,6 +54,23 @@ def render_prompt(template: str, problem: str) -> str:
     return text
 
 
+ANSWER_HEADING = "# Answer"
+
+
+def split_steps(text: str, separator: str) -> list[str]:
+    """Generated text to steps, as the scorer and the trainer read them: cut at each
+    `separator`, strip each piece, drop empty ones. PRM800K's final `# Answer` heading and
+    the answer after it stay one step ("# Answer\n\n42"), as in PRM800K's own records."""
+    if not separator:
+        raise PrmkitError("the step separator is empty")
+    pieces = [p.strip() for p in text.split(separator)]
+    steps = [p for p in pieces if p]
+    for i, step in enumerate(steps):
+        if step == ANSWER_HEADING and i + 1 < len(steps):
+            return [*steps[:i], f"{ANSWER_HEADING}\n\n{' '.join(steps[i + 1:])}"]
+    return steps
+
+
 @dataclass
 class EncodedSolution:
     input_ids: list[int]

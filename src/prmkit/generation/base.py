@@ -1,0 +1,133 @@
+"""The one interface every sampling backend implements, and the records it trades in.
+
+`search` and `active` import only this module; a backend (vLLM in process, an
+OpenAI-compatible server, Hugging Face `generate`) is picked by name with `get_sampler`,
+which imports the backend's module (and its heavy dependencies) only when asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from prmkit.errors import PrmkitError
+
+Backend = Literal["vllm", "openai", "hf"]
+BACKENDS: dict[str, str] = {
+    "vllm": "prmkit.generation.vllm_backend:VllmSampler",
+    "openai": "prmkit.generation.openai_backend:OpenAISampler",
+    "hf": "prmkit.generation.hf_backend:HFSampler",
+}
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What every backend honours. `stop` strings end a completion and are not part of it."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.temperature < 0:
+            raise PrmkitError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise PrmkitError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise PrmkitError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Plain text (a completion prompt) or chat messages (the backend applies the model's
+    chat template, or sends them to `/v1/chat/completions`)."""
+
+    text: str | None = None
+    messages: tuple[dict, ...] | None = None
+
+    def __post_init__(self):
+        if (self.text is None) == (self.messages is None):
+            raise PrmkitError("a prompt is either text or chat messages, not both or neither")
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """`n` samples of one prompt. `seed` makes them repeatable on the same backend;
+    `key` is the caller's id for the request (outputs are matched to requests by it)."""
+
+    key: str
+    prompt: Prompt
+    n: int = 1
+    seed: int | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    num_tokens: int  # generated tokens
+    finish_reason: str  # "stop" (a stop string or end of sequence) or "length"
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class RequestOutput:
+    key: str
+    completions: list[Completion]
+    prompt_tokens: int = 0
+
+
+class Sampler(ABC):
+    """Samples completions. Backends own their engine or connection pool: use `with`."""
+
+    backend: str = ""
+    model: str = ""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                 progress: bool = False) -> list[RequestOutput]:
+        """One output per request, in the order of `requests` (whatever order they finish in)."""
+
+    def close(self) -> None:
+        """Release the engine, GPU memory or connections (idempotent)."""
+        return None
+
+    def describe(self) -> dict:
+        """What produced the samples, for the output file's provenance record."""
+        return {"backend": self.backend, "model": self.model}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def get_sampler(backend: str, model: str, **options) -> Sampler:
+    """Build the sampler of `backend` for `model`; unknown backends are an error."""
+    if backend not in BACKENDS:
+        raise PrmkitError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    module_name, cls_name = BACKENDS[backend].split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.split(".")[0] in ("vllm", "httpx"):
+            raise PrmkitError(
+                f"backend {backend!r} needs the package {e.name.split('.')[0]!r}: "
+                f"pip install 'prmkit[{backend}]'") from e
+        raise
+    return getattr(module, cls_name)(model, **options)
+
+
+def sample_seed(base_seed: int, key: str, index: int = 0) -> int:
+    """A per-sample seed from the run's seed, the request key and the sample's index: the
+    same sample gets the same seed whatever else is in the run (resume, other batching)."""
+    h = hashlib.blake2b(f"{base_seed}\x00{key}\x00{index}".encode(), digest_size=4)
+    return int.from_bytes(h.digest(), "little") & 0x7FFFFFFF
