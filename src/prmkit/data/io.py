@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -59,3 +60,22 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
 def dumps_line(obj: Any) -> bytes:
     """One JSONL line (bytes, newline-terminated)."""
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+_ENDS = 1 << 20  # bytes hashed at each end of a file
+
+
+def file_fingerprint(path: str | Path) -> dict:
+    """Path, size and a hash of the first and last MiB: cheap on multi-GB weights, and it
+    changes when a file is rewritten."""
+    p = Path(path)
+    if not p.is_file():
+        return {"path": os.path.abspath(p), "missing": True}
+    size = p.stat().st_size
+    digest = hashlib.sha256()
+    with open(p, "rb") as f:
+        digest.update(f.read(_ENDS))
+        if size > _ENDS:
+            f.seek(max(_ENDS, size - _ENDS))
+            digest.update(f.read(_ENDS))
+    return {"path": os.path.abspath(p), "size": size, "ends_sha256": digest.hexdigest()}

@@ -4,7 +4,7 @@
      "max_length": 2048, "dtype": "bfloat16"}
 
 The fingerprint of a saved model folder digests the size and the first and last MiB of its
-config and weight files (`prmkit.training.resume.file_fingerprint`, cheap on multi-GB
+config and weight files (`prmkit.data.io.file_fingerprint`, cheap on multi-GB
 weights), not its path: a moved folder keeps its fingerprint. A model given in memory is
 fingerprinted from its config and the first and last 1,024 values of every tensor.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from prmkit.data.io import file_fingerprint
 from prmkit.errors import PrmkitError
 
 _ENDS = 1024
@@ -29,8 +30,6 @@ def _short(payload) -> str:
 
 
 def folder_fingerprint(folder: str | Path) -> str:
-    from prmkit.training.resume import file_fingerprint
-
     files = {}
     for f in sorted(Path(folder).iterdir()):
         if f.name.endswith("config.json") or f.suffix in (".safetensors", ".bin"):

@@ -10,29 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
+from prmkit.data.io import file_fingerprint
 from prmkit.errors import PrmkitError
 
 # Keys that change how a run is watched, not what it computes.
 OPERATIONAL_KEYS = {"resume", "force", "progress", "num_threads", "log_every", "eval_every",
                     "save_every", "keep_checkpoints", "output_dir"}
-_ENDS = 1 << 20
-
-
-def file_fingerprint(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        return {"path": os.path.abspath(p), "missing": True}
-    size = p.stat().st_size
-    digest = hashlib.sha256()
-    with open(p, "rb") as f:
-        digest.update(f.read(_ENDS))
-        if size > _ENDS:
-            f.seek(max(_ENDS, size - _ENDS))
-            digest.update(f.read(_ENDS))
-    return {"path": os.path.abspath(p), "size": size, "ends_sha256": digest.hexdigest()}
 
 
 def _examples_digest(examples) -> str:
