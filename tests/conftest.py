@@ -20,14 +20,9 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The converted SmolLM2-135M-Instruct folder under $PRMKIT_CACHE (default
-    ~/.cache/prmkit), converted on first use (~30 s) by prmkit itself. A file lock makes
-    parallel workers (pytest -n) wait for one conversion; a failed conversion fails the
-    tests that use this fixture."""
-    from filelock import FileLock
+    ~/.cache/prmkit), converted on first use (~30 s) by prmkit itself, under a file lock
+    that makes parallel workers (pytest -n) wait for one conversion; a failed conversion
+    fails the tests that use this fixture."""
+    from prmkit.models.backbones import smollm2_folder
 
-    from prmkit.models.backbones import cache_dir, smollm2_folder
-
-    root = cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / "smollm2-135m.lock")):
-        return smollm2_folder()
+    return smollm2_folder()

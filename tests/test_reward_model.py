@@ -385,3 +385,43 @@ def test_lora_weights_appear_once_in_state_dict():
     keys = list(model.state_dict())
     assert not any(k.startswith("_peft_model") for k in keys)
     assert sum("lora_A" in k for k in keys) > 0
+
+
+def test_concurrent_first_use_converts_smollm2_once_and_leaves_a_readable_folder(
+        tmp_path, monkeypatch):
+    import os
+    import threading
+    import time
+
+    from prmkit.models import backbones
+
+    monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def fake_convert(folder):
+        calls.append(folder)
+        time.sleep(0.3)  # both callers are inside smollm2_folder while this runs
+        tmp = tmp_path / "converted"
+        tmp.mkdir(mode=0o700)
+        (tmp / "config.json").write_text("{}")
+        (tmp / "model.safetensors").write_bytes(b"x")
+        os.replace(tmp, folder)
+
+    monkeypatch.setattr(backbones, "_convert_smollm2", fake_convert)
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(backbones.smollm2_folder())
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    assert len(calls) == 1
+    assert len(set(results)) == 1 and (results[0] / "config.json").is_file()
+

