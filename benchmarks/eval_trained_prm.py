@@ -37,6 +37,8 @@ DEFAULT_PROCESSBENCH = HERE.parent.parent / "shared" / "data" / "processbench"
 
 def training_results(run: Path, command: str) -> dict:
     config = json.loads((run / "config.json").read_text())
+    stats_file = run / "data_stats.json"
+    stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
     records = [rec for _, rec in iter_jsonl(run / "metrics.jsonl")]
     evals = [r for r in records if r.get("type") == "eval"]
     if not evals:
@@ -53,7 +55,8 @@ def training_results(run: Path, command: str) -> dict:
         "backbone": config["backbone"],
         "formulation": config["model"]["formulation"],
         "lora": config["lora"],
-        "label_weighting": config["label_weighting"],
+        # config.json may say "auto"; data_stats.json has the weighting that was used
+        "label_weighting": stats.get("label_weighting", config["label_weighting"]),
         "train_data": config["data"]["train"],
         "eval_data": config["data"]["eval"],
         "command": command,
