@@ -435,3 +435,24 @@ def test_stepwise_critic_duplicate_preferred_rows_keep_first(tmp_path):
     assert sol.steps[0].chosen == 0 and len(sol.steps[0].completions) == 2
     assert sol.steps[1].chosen == 0 and sol.steps[1].human_completion.text == "Six, I think"
     assert [s.text for s in sol.trajectory()] == ["Add.", "It is 6."]
+
+
+def test_prmbench_error_step_past_the_last_step_is_kept_with_a_warning(tmp_path, caplog):
+    # As in prm800k_test_p1_4o_circular.jsonl:54 (error step 34 of 33 steps).
+    rec = {"original_question": "q", "modified_question": "q", "original_process": ["a", "b"],
+           "modified_process": ["a", "b"], "modified_steps": [2], "error_steps": [3],
+           "idx": 1, "classification": "circular"}
+    f = tmp_path / "prmbench.jsonl"
+    f.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "error_steps": [0]}) + "\n")
+    with caplog.at_level("WARNING", logger="prmkit.data"):
+        stream = read_records(f, format="prmbench", skip_bad=True)
+        items = list(stream)
+    assert [it.error_steps for it in items] == [[3]]
+    assert "1 item(s) name an error step past their last step (first at line 1)" in caplog.text
+    assert len(stream.bad) == 1 and "must start at 1" in str(stream.bad[0])
+
+
+def test_every_real_prmbench_file_reads_without_skipping(shared_data):
+    files = sorted((shared_data / "prmbench").glob("*.jsonl"))
+    assert len(files) == 25
+    assert sum(sum(1 for _ in read_records(f)) for f in files) == 6216

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any
 from prmkit.data.jsonstream import iter_any_json
 from prmkit.errors import DataError
 
+log = logging.getLogger("prmkit.data")
 FORMAT = "prmbench"
 KNOWN_KEYS = (
     "original_question",
@@ -27,7 +29,11 @@ KNOWN_KEYS = (
 
 @dataclass
 class PRMBenchItem:
-    """error_steps and modified_steps are 1-based step numbers into modified_process."""
+    """error_steps and modified_steps are 1-based step numbers into modified_process.
+
+    About 100 of the 6,216 released items name an error step past the last step (e.g.
+    step 34 of 33). They are kept as released: PRMBench's evaluation, and prmkit's, only
+    visit existing steps, so such a number is ignored; `read_prmbench` logs how many."""
 
     idx: str
     question: str
@@ -69,9 +75,8 @@ def parse_item(obj: Any, path: str | None = None, line: int | None = None) -> PR
         raise err("<record>", f"expected an object, got {type(obj).__name__}")
     modified = _str_list(obj, "modified_process", err)
     error_steps = _int_list(obj, "error_steps", err)
-    bad = [s for s in error_steps if not 1 <= s <= len(modified)]
-    if bad:
-        raise err("error_steps", f"step numbers {bad} outside 1..{len(modified)}")
+    if any(s < 1 for s in error_steps):
+        raise err("error_steps", f"step numbers {error_steps} must start at 1")
     for name in ("original_question", "modified_question"):
         if not isinstance(obj.get(name), str):
             raise err(name, "expected a string")
@@ -93,11 +98,20 @@ def parse_item(obj: Any, path: str | None = None, line: int | None = None) -> PR
 def read_prmbench(
     path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
 ) -> Iterator[PRMBenchItem]:
+    beyond: list[int] = []
     for line, obj in iter_any_json(path, skip_bad=skip_bad, bad=bad):
         try:
-            yield parse_item(obj, str(path), line)
+            item = parse_item(obj, str(path), line)
         except DataError as e:
             if not skip_bad:
                 raise
             if bad is not None:
                 bad.append((line, str(e)))
+            continue
+        if any(s > len(item.modified_process) for s in item.error_steps):
+            beyond.append(line)
+        yield item
+    if beyond:
+        log.warning("%s: %d item(s) name an error step past their last step (first at line "
+                    "%d); kept, and such step numbers are ignored in evaluation",
+                    path, len(beyond), beyond[0])
