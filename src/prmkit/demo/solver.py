@@ -55,16 +55,29 @@ def _slip(res: int, op: str, a: int, rng: random.Random) -> int:
     return res + d if res + d >= 0 else res - d
 
 
+def _pick_order(plan: _Plan, rng: random.Random) -> tuple[int, ...]:
+    return plan.orders[0] if len(plan.orders) == 1 or rng.random() < 0.6 else (
+        rng.choice(plan.orders))  # fmt: skip
+
+
 def _solve(plan: _Plan, rng: random.Random, p: Propensity) -> list[str]:
+    order = _pick_order(plan, rng)
+    return _continue(plan, rng, p, order[:0], order, list(plan.tree.values))
+
+
+def _continue(plan: _Plan, rng: random.Random, p: Propensity, done: Sequence[int],
+              order: Sequence[int], vals: list[int]) -> list[str]:
+    """The steps after `done` (nodes already handled, written or in the head), following
+    `order`; `vals` holds what the solver believes each node is (updated in place)."""
     tree, nodes, clean = plan.tree, plan.tree.nodes, plan.clean
     intended = tree.values
-    order = plan.orders[0] if len(plan.orders) == 1 or rng.random() < 0.6 else (
-        rng.choice(plan.orders))  # fmt: skip
-    vals = list(intended)  # what the solver believes each node is
     steps: list[str] = []
     rand = rng.random
-    dirty = False  # some believed value differs from the intended one
+    dirty = any(vals[j] != intended[j] for j in done)  # a believed value is off
+    handled = set(done)
     for j in order:
+        if j in handled:
+            continue
         t_copy, t_skip, t_err = plan.thresholds[j]
         u = rand()
         if u >= t_err and not dirty:
