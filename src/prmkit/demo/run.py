@@ -187,15 +187,14 @@ def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
             scores=np.array([_solution_score(ps[i], cfg.aggregation) for i in answered]),
             correct=correct, clusters=clusters, n_slots=len(pool), problem_id=prob.id))
         orm_pools.append(ProblemPool(
-            scores=np.array([os_[i][-1] for i in answered]), correct=correct,
+            scores=np.array([_solution_score(os_[i], "last") for i in answered]), correct=correct,
             n_slots=len(pool), problem_id=prob.id))
         for c, probs in zip(checks, ps):
             # Step metrics follow the training policy: steps up to the first error.
             last = c.first_error if c.first_error >= 0 else len(c.labels) - 1
-            for j in range(last + 1):
-                if probs[j] is not None:
-                    step_probs.append(probs[j])
-                    step_labels.append(int(c.labels[j] == 1))
+            for j, p in enumerate(fill_null_steps(probs[: last + 1])):
+                step_probs.append(p)
+                step_labels.append(int(c.labels[j] == 1))
             fe_labels.append(c.first_error)
             fe_preds.append(first_error_index(probs, 0.5))
 
