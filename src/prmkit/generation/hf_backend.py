@@ -1,0 +1,254 @@
+"""Hugging Face `generate` over a local model folder: no dependency beyond transformers.
+
+Every sample (row) draws its tokens from its own `torch.Generator`, seeded with the
+request's seed + the sample's index (vLLM's convention), so a sample depends on its
+prompt and seed only, not on `n`, on the other rows of its batch or on resume. Rows of
+several requests share a batch (left padding, KV cache); batching changes only the
+rounding of the logits, which in float32 never moved a sample in our tests. In bf16/fp16
+a near tie can resolve differently in another batch: use `batch_size=1` or float32 for
+bit-identical repeats there.
+
+Stop strings are checked on the generated text only (never across the prompt boundary);
+the completion is cut before the first one. `Completion.extra["token_ids"]` holds the
+generated tokens counted in `num_tokens` (up to the stop or the end-of-sequence token).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
+
+from prmkit.errors import PrmkitError
+from prmkit.generation.base import (
+    Completion,
+    RequestOutput,
+    Sampler,
+    SampleRequest,
+    SamplingParams,
+    sample_seed,
+)
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+          "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+
+
+def model_folder(model: str | Path) -> Path:
+    """The local folder of `model` (or the `smollm2-135m` alias), checked to hold a model."""
+    if str(model) == "smollm2-135m":
+        from prmkit.models.backbones import smollm2_folder
+
+        return smollm2_folder()
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise PrmkitError(f"model folder {str(path)!r} not found (the hf backend loads local "
+                          "folders only)")
+    if not (path / "config.json").is_file():
+        raise PrmkitError(f"{str(path)!r} is not a Hugging Face model folder: no config.json")
+    return path.resolve()
+
+
+class RowSampler(LogitsProcessor):
+    """Picks each row's next token with that row's generator (temperature, top-p), then
+    leaves only that token possible so that greedy `generate` takes it."""
+
+    def __init__(self, generators: list[torch.Generator], temperature: float, top_p: float):
+        self.generators, self.temperature, self.top_p = generators, temperature, top_p
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.temperature == 0:
+            return scores  # greedy
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        if self.top_p < 1:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            drop = sorted_probs.cumsum(-1) - sorted_probs >= self.top_p  # keeps at least one
+            probs = probs.scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
+        picked = torch.stack([torch.multinomial(p, 1, generator=g)[0]
+                              for p, g in zip(probs, self.generators, strict=True)])
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, picked[:, None], 0.0)
+
+
+class StopOnText(StoppingCriteria):
+    """Stops a row when its generated text (not the prompt) contains a stop string, and
+    records after how many generated tokens."""
+
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_length: int, rows: int):
+        self.tokenizer, self.stops, self.prompt_length = tokenizer, tuple(stops), prompt_length
+        self.window = max((len(s) for s in stops), default=0) + 4  # tokens: >= 1 char each
+        self.stopped_at: list[int | None] = [None] * rows
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        generated = input_ids.shape[1] - self.prompt_length
+        if not self.stops:
+            return done
+        start = max(self.prompt_length, input_ids.shape[1] - self.window)
+        tails = self.tokenizer.batch_decode(input_ids[:, start:].tolist(),
+                                            skip_special_tokens=False)
+        for row, tail in enumerate(tails):
+            if self.stopped_at[row] is None and any(s in tail for s in self.stops):
+                self.stopped_at[row] = generated
+            done[row] = self.stopped_at[row] is not None
+        return done
+
+
+@dataclass
+class _Row:
+    request: int
+    index: int
+    prompt_ids: list[int]
+    seed: int
+
+
+class HFSampler(Sampler):
+    """Samples with `model.generate` (transformers) from a local model folder.
+
+    device: default cuda when available, else cpu. dtype: fp32/bf16/fp16 (default fp32 on
+    cpu, bf16 on cuda). batch_size: rows (samples) per `generate` call. seed: the base of
+    request seeds when a request gives none (then derived from it and the request key).
+    Options meant for other backends are ignored with a warning.
+    """
+
+    backend = "hf"
+
+    def __init__(self, model: str | Path, device: str | None = None, dtype: str | None = None,
+                 batch_size: int = 16, seed: int = 0, **ignored_options):
+        if ignored_options:
+            log.warning("the hf backend ignores options %s", ", ".join(sorted(ignored_options)))
+        if batch_size < 1:
+            raise PrmkitError(f"batch_size must be >= 1, got {batch_size}")
+        folder = model_folder(model)
+        self.model = str(folder)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dtype is None:
+            dtype = "bf16" if self.device.type == "cuda" else "fp32"
+        if dtype not in DTYPES:
+            raise PrmkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        self.dtype, self.batch_size, self.seed = DTYPES[dtype], batch_size, seed
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(folder)
+            self.lm = AutoModelForCausalLM.from_pretrained(folder, dtype=self.dtype)
+        except (OSError, ValueError, KeyError) as e:
+            raise PrmkitError(f"cannot load a causal LM and its tokenizer from {str(folder)!r}: "
+                              f"{e}") from e
+        self.lm.to(self.device).eval()
+        eos = {self.tokenizer.eos_token_id, *_as_list(self.lm.generation_config.eos_token_id)}
+        self.eos_ids = sorted(i for i in eos if i is not None)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+        from prmkit.scoring.provenance import folder_fingerprint
+
+        self.fingerprint = folder_fingerprint(folder)
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "fingerprint": self.fingerprint,
+                "dtype": str(self.dtype).removeprefix("torch.")}
+
+    def close(self) -> None:
+        self.lm = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def prompt_ids(self, request: SampleRequest) -> list[int]:
+        tok, prompt = self.tokenizer, request.prompt
+        if prompt.messages is not None:
+            if not getattr(tok, "chat_template", None):
+                raise PrmkitError(f"request {request.key!r} is a chat prompt but the tokenizer "
+                                  f"of {self.model} has no chat template")
+            text = tok.apply_chat_template(list(prompt.messages), add_generation_prompt=True,
+                                           tokenize=False)
+            return list(tok(text, add_special_tokens=False)["input_ids"])
+        return list(tok(prompt.text)["input_ids"])
+
+    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                 progress: bool = False) -> list[RequestOutput]:
+        if self.lm is None:
+            raise PrmkitError("the sampler is closed")
+        rows = []
+        prompt_tokens = []
+        for r, req in enumerate(requests):
+            ids = self.prompt_ids(req)
+            prompt_tokens.append(len(ids))
+            seed = req.seed if req.seed is not None else sample_seed(self.seed, req.key)
+            rows += [_Row(r, j, ids, (seed + j) & 0x7FFFFFFFFFFFFFFF) for j in range(req.n)]
+        results: list[Completion | None] = [None] * len(rows)
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt_ids))  # less padding
+        bar = tqdm(total=len(rows), unit="sample", desc="generating", disable=not progress,
+                   dynamic_ncols=True)
+        tokens, start = 0, time.perf_counter()
+        try:
+            for b in range(0, len(order), self.batch_size):
+                batch = order[b:b + self.batch_size]
+                for i, completion in zip(batch, self._generate_rows([rows[i] for i in batch],
+                                                                    params), strict=True):
+                    results[i] = completion
+                    tokens += completion.num_tokens
+                bar.update(len(batch))
+                bar.set_postfix(tokens_per_s=f"{tokens / (time.perf_counter() - start):.1f}")
+        finally:
+            bar.close()
+        outputs = [RequestOutput(req.key, [], prompt_tokens[r]) for r, req in enumerate(requests)]
+        for row, completion in zip(rows, results, strict=True):
+            outputs[row.request].completions.append(completion)
+        return outputs
+
+    @torch.inference_mode()
+    def _generate_rows(self, rows: list[_Row], params: SamplingParams) -> list[Completion]:
+        width = max(len(r.prompt_ids) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):  # left padding
+            input_ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
+            mask[i, width - len(r.prompt_ids):] = 1
+        generators = [torch.Generator(self.device).manual_seed(r.seed) for r in rows]
+        stop = StopOnText(self.tokenizer, params.stop, width, len(rows))
+        config = GenerationConfig(max_new_tokens=params.max_tokens, do_sample=False,
+                                  eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
+                                  use_cache=True)
+        out = self.lm.generate(
+            input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+            generation_config=config,
+            logits_processor=LogitsProcessorList([RowSampler(generators, params.temperature,
+                                                             params.top_p)]),
+            stopping_criteria=StoppingCriteriaList([stop]))
+        generated = out[:, width:].tolist()
+        return [self._completion(ids, stop.stopped_at[i], params)
+                for i, ids in enumerate(generated)]
+
+    def _completion(self, ids: list[int], stopped_at: int | None,
+                    params: SamplingParams) -> Completion:
+        eos_at = next((k for k, t in enumerate(ids) if t in self.eos_ids), None)
+        if stopped_at is not None and (eos_at is None or stopped_at <= eos_at):
+            kept = ids[:stopped_at]
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            cut = min((p for p in (text.find(s) for s in params.stop) if p >= 0), default=None)
+            return Completion(text if cut is None else text[:cut], len(kept), "stop",
+                              {"token_ids": kept})
+        if eos_at is not None:  # the end-of-sequence token counts as generated
+            text = self.tokenizer.decode(ids[:eos_at], skip_special_tokens=True)
+            return Completion(text, eos_at + 1, "stop", {"token_ids": ids[:eos_at + 1]})
+        return Completion(self.tokenizer.decode(ids, skip_special_tokens=True), len(ids),
+                          "length", {"token_ids": ids})
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
