@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
-from prmkit.errors import PrmkitError
+from prmkit.data.scored import read_scored
+from prmkit.errors import DataError, PrmkitError
+from prmkit.generation import (
+    Completion,
+    RequestOutput,
+    Sampler,
+    SamplingParams,
+    sample_seed,
+)
+from prmkit.generation.files import generate_file
 from prmkit.generation.prompts import DEFAULT_EXAMPLES, PromptFormat, trim_after_answer
 from prmkit.models.backbones import train_tokenizer
 from prmkit.models.formatting import SegmentEncoder, StepFormat, split_steps
@@ -81,3 +93,149 @@ def test_text_template_without_problem_placeholder_is_an_error():
     with pytest.raises(PrmkitError, match="no {problem} placeholder"):
         PromptFormat(template="Solve it.")
     assert PromptFormat(template="\\boxed{} {problem}").render("Q").text == "\\boxed{} Q"
+
+
+# ---- sample files -------------------------------------------------------------------------
+PROBLEMS = [
+    {"problem": "What is 1 - 1?", "answer": "0", "unique_id": "test/a/1.json",
+     "subject": "Algebra", "level": "Level 1"},
+    {"problem": "What is 2 - 1?", "answer": "1", "unique_id": "test/a/2.json"},
+    {"problem": "Name a prime.", "unique_id": "test/b/3.json"},  # no gold answer
+    {"problem": "What is 4 - 2?", "answer": "2"},  # no unique_id
+]
+
+
+class Killed(Exception):
+    pass
+
+
+class FakeSampler(Sampler):
+    """Completions that are a function of the request seed; raises after `fail_after` calls."""
+
+    backend, model = "fake", "fake-model"
+
+    def __init__(self, fail_after: int | None = None):
+        self.fail_after, self.calls, self.seeds = fail_after, 0, {}
+
+    def generate(self, requests, params, progress=False):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise Killed
+        self.calls += 1
+        outs = []
+        for r in requests:
+            assert r.n == 1 and r.prompt.text.endswith("Solution:\n")
+            self.seeds[r.key] = r.seed
+            text = f"Think {r.seed % 97}.\n\nSo.\n\n# Answer\n\n{r.seed % 3}\n\nProblem: x"
+            outs.append(RequestOutput(r.key, [Completion(text, 7, "stop")]))
+        return outs
+
+
+@pytest.fixture
+def problems(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    return path
+
+
+PARAMS = SamplingParams(temperature=0.8, max_tokens=64)
+
+
+def run(sampler, problems, out, **kw):
+    kw = {"n": 3, "params": PARAMS, "seed": 5, "progress": False, "chunk_size": 4, **kw}
+    return generate_file(sampler, problems, out, **kw)
+
+
+def rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_killed_run_resumed_has_every_sample_once_as_an_uninterrupted_run(problems, tmp_path):
+    whole = tmp_path / "whole.jsonl"
+    report = run(FakeSampler(), problems, whole)
+    assert report.samples == 12 and report.tokens == 84
+    broken = tmp_path / "broken.jsonl"
+    with pytest.raises(Killed):
+        run(FakeSampler(fail_after=2), problems, broken)
+    assert len(rows(broken)) == 8  # two chunks of 4 flushed
+    with open(broken, "ab") as f:
+        f.write(whole.read_bytes().splitlines(keepends=True)[8][:25])  # a crash mid-line
+    sampler = FakeSampler()
+    report = run(sampler, problems, broken)
+    assert report.skipped == 8 and report.samples == 4
+    assert broken.read_bytes() == whole.read_bytes()
+    keys = [(r["unique_id"], r["sample_index"]) for r in rows(broken)]
+    assert len(set(keys)) == len(keys) == 12
+    assert run(FakeSampler(), problems, broken).samples == 0  # nothing left to do
+
+
+def test_each_sample_has_its_own_seed_and_more_samples_extend_the_file(problems, tmp_path):
+    out = tmp_path / "s.jsonl"
+    sampler = FakeSampler()
+    run(sampler, problems, out, n=2)
+    key = "sha256:" + hashlib.sha256(b"What is 4 - 2?").hexdigest()[:16]
+    assert sampler.seeds["test/a/1.json#1"] == sample_seed(5, "test/a/1.json", 1)
+    assert sampler.seeds[f"{key}#0"] == sample_seed(5, key, 0)
+    first = out.read_bytes()
+    more = FakeSampler()
+    assert run(more, problems, out, n=3).samples == 4
+    assert sorted(more.seeds) == sorted(f"{k}#2" for k in
+                                        ["test/a/1.json", "test/a/2.json", "test/b/3.json", key])
+    assert out.read_bytes().startswith(first)
+
+
+def test_sample_lines_follow_the_scored_samples_schema(problems, tmp_path):
+    out = tmp_path / "s.jsonl"
+    run(FakeSampler(), problems, out, n=1)
+    got = rows(out)
+    first = got[0]
+    seed = sample_seed(5, "test/a/1.json", 0)
+    assert first["steps"] == [f"Think {seed % 97}.", "So.", f"# Answer\n\n{seed % 3}"]
+    assert first["answer"] == str(seed % 3) and first["ground_truth_answer"] == "0"
+    assert first["is_correct"] is (seed % 3 == 0)
+    assert (first["subject"], first["level"]) == ("Algebra", 1)
+    assert first["id"] == "test/a/1.json#0" and first["sample_index"] == 0
+    assert first["num_tokens"] == 7 and first["finish_reason"] == "stop"
+    assert "subject" not in got[1] and got[2]["is_correct"] is None
+    assert got[3]["unique_id"].startswith("sha256:")
+    by = first["generated_by"]
+    assert by["backend"] == "fake" and by["model"] == "fake-model" and by["seed"] == 5
+    assert by["sampling"] == {"temperature": 0.8, "top_p": 1.0, "max_tokens": 64,
+                              "stop": ["\nProblem:"]}
+    assert by["prompt_format"] == "fewshot" and len(by["prompt_template_hash"]) == 64
+    assert "prmkit_version" in by
+    samples = list(read_scored(out))
+    assert [s.is_correct for s in samples] == [r["is_correct"] for r in got]
+    assert samples[0].level == 1 and samples[0].unique_id == "test/a/1.json"
+
+
+def test_resume_with_other_settings_is_refused_unless_forced(problems, tmp_path):
+    out = tmp_path / "s.jsonl"
+    run(FakeSampler(), problems, out, n=1)
+    hotter = SamplingParams(temperature=1.0, max_tokens=64)
+    with pytest.raises(PrmkitError) as err:
+        run(FakeSampler(), problems, out, n=2, params=hotter)
+    assert str(out) in str(err.value) and "sampling" in str(err.value)
+    with pytest.raises(PrmkitError, match="seed 5 -> 6"):
+        run(FakeSampler(), problems, out, n=2, seed=6)
+    with pytest.raises(PrmkitError, match="prompt_template_hash"):
+        run(FakeSampler(), problems, out, n=2, prompt_format=PromptFormat(instruction="Go."))
+    assert len(rows(out)) == 4  # nothing appended
+    assert run(FakeSampler(), problems, out, n=2, params=hotter, force=True).samples == 4
+    with pytest.raises(PrmkitError, match="exists"):
+        run(FakeSampler(), problems, out, resume=False)
+    assert run(FakeSampler(), problems, out, n=1, overwrite=True).samples == 4
+
+
+def test_malformed_problems_file_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(PROBLEMS[0]) + "\n{not json\n")
+    with pytest.raises(DataError, match="bad.jsonl:2"):
+        run(FakeSampler(), bad, tmp_path / "o.jsonl")
+    bad.write_text(json.dumps(PROBLEMS[0]) + "\n" + json.dumps({"question": "x"}) + "\n")
+    with pytest.raises(DataError, match="bad.jsonl:2: field 'problem'"):
+        run(FakeSampler(), bad, tmp_path / "o.jsonl")
+    bad.write_text(json.dumps(PROBLEMS[0]) + "\n" + json.dumps(PROBLEMS[0]) + "\n")
+    with pytest.raises(DataError, match="bad.jsonl:2: field 'unique_id'.*line 1"):
+        run(FakeSampler(), bad, tmp_path / "o.jsonl")
+    with pytest.raises(PrmkitError, match="no such problems file"):
+        run(FakeSampler(), tmp_path / "missing.jsonl", tmp_path / "o.jsonl")
