@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -94,6 +94,12 @@ class Sampler(ABC):
     def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
                  progress: bool = False) -> list[RequestOutput]:
         """One output per request, in the order of `requests` (whatever order they finish in)."""
+
+    def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
+        """`(index in requests, output)` pairs; backends that can yield each as it finishes,
+        so callers keep finished outputs when a later request fails."""
+        yield from enumerate(self.generate(requests, params, progress))
 
     def close(self) -> None:
         """Release the engine, GPU memory or connections (idempotent)."""
