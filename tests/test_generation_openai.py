@@ -402,3 +402,15 @@ def test_real_vllm_server_samples_repeatably_by_seed_and_unreachable_after_it_st
     with OpenAISampler(str(model_dir), base_url=base_url) as sampler:
         with pytest.raises(PrmkitError, match=f"no server answers at {base_url}"):
             sampler.generate(reqs[:1], params)
+
+
+def test_backends_without_their_own_iter_generate_yield_index_and_output_of_generate():
+    from prmkit.generation import Completion, RequestOutput, Sampler
+
+    class Echo(Sampler):
+        def generate(self, requests, params, progress=False):
+            return [RequestOutput(r.key, [Completion(r.prompt.text, 1, "stop")]) for r in requests]
+
+    reqs = requests(3)
+    assert [(i, o.key) for i, o in Echo().iter_generate(reqs, PARAMS)] == [
+        (0, "k0"), (1, "k1"), (2, "k2")]
