@@ -239,3 +239,98 @@ def test_malformed_problems_file_names_file_and_line(tmp_path):
         run(FakeSampler(), bad, tmp_path / "o.jsonl")
     with pytest.raises(PrmkitError, match="no such problems file"):
         run(FakeSampler(), tmp_path / "missing.jsonl", tmp_path / "o.jsonl")
+
+
+# ---- CLI ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    from prmkit.models.backbones import tiny_random
+
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    model, tok = tiny_random(seed=0)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def graded_problems(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    path.write_text("".join(json.dumps({**p, "answer": p.get("answer", "7")}) + "\n"
+                            for p in PROBLEMS[:3]))
+    return path
+
+
+def test_cli_generate_then_score_then_eval_bon(tiny_lm, tmp_path, capsys):
+    from test_scoring import make_model
+
+    from prmkit.cli import main
+
+    problems = graded_problems(tmp_path)
+    samples = tmp_path / "samples.jsonl"
+    argv = ["generate", "--model", str(tiny_lm), "--problems", str(problems), "--n", "2",
+            "--max-tokens", "12", "--backend", "hf", "--batch-size", "4", "--no-progress",
+            "-o", str(samples)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "generated 6 samples" in err and "tokens/s" in err and "graded" in err
+    got = rows(samples)
+    assert [(r["unique_id"], r["sample_index"]) for r in got] == \
+        [(p["unique_id"], i) for p in PROBLEMS[:3] for i in range(2)]
+    assert all(0 < r["num_tokens"] <= 12 for r in got)
+    assert got[0]["generated_by"]["backend"] == "hf"
+    assert got[0]["generated_by"]["model"] == str(tiny_lm.resolve())
+    assert main(argv) == 0 and "6 already there" in capsys.readouterr().err
+    assert rows(samples) == got
+    assert main(argv[:-2] + ["-o", str(tmp_path / "again.jsonl")]) == 0
+    assert rows(tmp_path / "again.jsonl") == got  # same seed, same samples
+    assert main(argv + ["--temperature", "0.5"]) == 2
+    assert "sampling" in capsys.readouterr().err
+
+    make_model().save_pretrained(tmp_path / "prm")
+    scored = tmp_path / "scored.jsonl"
+    assert main(["score", "--model", str(tmp_path / "prm"), "--input", str(samples),
+                 "-o", str(scored), "--dtype", "fp32", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert [r["id"] for r in rows(scored)] == [r["id"] for r in got]
+    assert main(["eval", "bon", "--samples", str(scored), "--score-key", "score",
+                 "--n", "1,2", "--pool-size", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["problems"] == 3 and out["n"] == [1, 2]
+
+
+def test_cli_generate_bad_input_is_a_clear_error(tiny_lm, tmp_path, capsys):
+    from prmkit.cli import main
+
+    problems = graded_problems(tmp_path)
+    out = str(tmp_path / "o.jsonl")
+    assert main(["generate", "--model", str(tmp_path / "nowhere"), "--problems",
+                 str(problems), "-o", out]) == 2
+    assert "nowhere" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(PROBLEMS[0]) + "\n[1]\n")
+    assert main(["generate", "--model", str(tiny_lm), "--problems", str(bad), "-o", out,
+                 "--no-progress"]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_cli_passes_backend_options_only_when_given(monkeypatch, problems, tmp_path, capsys):
+    import prmkit.generation
+    from prmkit.cli import main
+
+    calls = []
+
+    def fake_get_sampler(backend, model, **options):
+        calls.append((backend, model, options))
+        return FakeSampler()
+
+    monkeypatch.setattr(prmkit.generation, "get_sampler", fake_get_sampler)
+    argv = ["generate", "--model", "m", "--problems", str(problems), "--n", "1",
+            "--no-progress", "--step-separator", "\\n"]
+    assert main(argv + ["--backend", "vllm", "-o", str(tmp_path / "a.jsonl")]) == 0
+    assert calls[-1] == ("vllm", "m", {})
+    assert rows(tmp_path / "a.jsonl")[0]["generated_by"]["step_separator"] == "\n"
+    assert main(argv + ["--backend", "openai", "--base-url", "http://h:1/v1", "--concurrency",
+                        "4", "--gpu-memory-utilization", "0.5", "-o",
+                        str(tmp_path / "b.jsonl")]) == 0
+    assert calls[-1] == ("openai", "m", {"base_url": "http://h:1/v1", "concurrency": 4,
+                                         "gpu_memory_utilization": 0.5})

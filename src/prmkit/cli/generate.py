@@ -1,0 +1,83 @@
+"""`prmkit generate`: sample step-by-step solutions for a problems file."""
+
+from __future__ import annotations
+
+import sys
+
+BACKEND_OPTIONS = {  # option -> help; passed to the backend only when given
+    "device": "hf: e.g. cpu, cuda (default: cuda when available)",
+    "dtype": "hf: fp32, bf16, fp16; vllm: auto, bfloat16, ...",
+    "batch_size": "hf: samples per generate call (default 16)",
+    "base_url": "openai: the server, e.g. http://localhost:8000/v1",
+    "api_key_env": "openai: the environment variable holding the API key",
+    "concurrency": "openai: requests in flight",
+    "gpu_memory_utilization": "vllm: share of GPU memory for the engine",
+    "max_model_len": "vllm: context length",
+    "tensor_parallel_size": "vllm: GPUs per model",
+}
+OPTION_TYPES = {"batch_size": int, "concurrency": int, "max_model_len": int,
+                "tensor_parallel_size": int, "gpu_memory_utilization": float}
+
+
+def unescape(text: str) -> str:
+    """`--step-separator '\\n\\n'` typed in a shell means two newlines."""
+    return text.replace("\\n", "\n").replace("\\t", "\t")
+
+
+def cmd_generate(args) -> int:
+    from prmkit.generation import SamplingParams, get_sampler
+    from prmkit.generation.files import generate_file
+    from prmkit.generation.prompts import get_format
+
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p,
+                            max_tokens=args.max_tokens)
+    fmt = get_format(args.prompt_format, unescape(args.step_separator))
+    options = {k: getattr(args, k) for k in BACKEND_OPTIONS if getattr(args, k) is not None}
+    with get_sampler(args.backend, args.model, **options) as sampler:
+        report = generate_file(sampler, args.problems, args.output, n=args.n, params=params,
+                               seed=args.seed, prompt_format=fmt, resume=True,
+                               progress=not args.no_progress, force=args.force,
+                               overwrite=args.overwrite, limit=args.limit,
+                               chunk_size=args.chunk_size)
+    print(report.summary(), file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "generate", help="sample step-by-step solutions for a problems file",
+        description="Writes n samples per problem, one JSONL line each, in the scored-samples "
+                    "schema that `prmkit score` and `prmkit eval bon` read. Running it again "
+                    "on an existing output continues it.")
+    p.add_argument("--model", required=True,
+                   help="a model folder (hf, vllm), the smollm2-135m alias, or the server's "
+                        "model name (openai)")
+    p.add_argument("--problems", required=True,
+                   help="MATH-style JSONL/JSON: problem, answer, unique_id, subject, level")
+    p.add_argument("-o", "--output", required=True, help="JSONL output")
+    p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf",
+                   help="hf: transformers generate, no extra dependency (default); vllm: fast "
+                        "in-process engine; openai: an OpenAI-compatible server")
+    p.add_argument("--n", type=int, default=64, help="samples per problem")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=1024, help="most tokens per sample")
+    p.add_argument("--seed", type=int, default=0,
+                   help="base of the per-sample seeds (same seed, same samples)")
+    p.add_argument("--prompt-format", choices=("fewshot", "chat"), default="fewshot",
+                   help="fewshot: worked examples as text (base models); chat: the model's "
+                        "chat template with a system instruction (instruct models)")
+    p.add_argument("--step-separator", default="\n\n",
+                   help="the PRM's step separator; '\\n' escapes are read as newlines")
+    p.add_argument("--limit", type=int, default=None, help="only the first K problems")
+    p.add_argument("--chunk-size", type=int, default=64,
+                   help="samples per backend call; the output is flushed after each")
+    p.add_argument("--force", action="store_true",
+                   help="continue an output generated with another model or other settings")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    backend = p.add_argument_group("backend options (passed on only when given)")
+    for name, help_text in BACKEND_OPTIONS.items():
+        backend.add_argument("--" + name.replace("_", "-"), type=OPTION_TYPES.get(name, str),
+                             default=None, help=help_text)
+    p.set_defaults(func=cmd_generate)
