@@ -334,3 +334,27 @@ def test_cli_passes_backend_options_only_when_given(monkeypatch, problems, tmp_p
                         str(tmp_path / "b.jsonl")]) == 0
     assert calls[-1] == ("openai", "m", {"base_url": "http://h:1/v1", "concurrency": 4,
                                          "gpu_memory_utilization": 0.5})
+
+
+def test_hf_run_killed_and_resumed_matches_an_uninterrupted_run(tiny_lm, problems, tmp_path):
+    from prmkit.generation.hf_backend import HFSampler
+
+    class Dying(HFSampler):
+        calls = 0
+
+        def generate(self, requests, params, progress=False):
+            if self.calls == 1:
+                raise Killed
+            self.calls += 1
+            return super().generate(requests, params, progress)
+
+    params = SamplingParams(temperature=1.0, max_tokens=8)
+    whole, broken = tmp_path / "whole.jsonl", tmp_path / "broken.jsonl"
+    with HFSampler(str(tiny_lm), batch_size=8) as s:
+        run(s, problems, whole, params=params, chunk_size=5)
+    with Dying(str(tiny_lm), batch_size=3) as s, pytest.raises(Killed):
+        run(s, problems, broken, params=params, chunk_size=5)
+    assert len(rows(broken)) == 5
+    with HFSampler(str(tiny_lm), batch_size=2) as s:  # other batches than the first run
+        assert run(s, problems, broken, params=params, chunk_size=5).samples == 7
+    assert rows(broken) == rows(whole)
