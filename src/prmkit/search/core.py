@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import Completion, Prompt, RequestOutput, SampleRequest, sample_seed
+from prmkit.generation.prompts import trim_after_answer
 from prmkit.models.formatting import ANSWER_HEADING, split_steps
 from prmkit.scoring.aggregate import aggregate
 from prmkit.search.config import SearchConfig
@@ -23,8 +24,8 @@ from prmkit.selection.vote import AnswerClusterer, weighted_vote
 @runtime_checkable
 class StepScorer(Protocol):
     """P(correct) per step for each partial or full solution of one problem; None for a
-    step the model could not see (cut by max_length). `tokens_scored`: tokens run through
-    the model so far (the PRM compute)."""
+    step the model could not see (cut by max_length); an outcome model gives one value per
+    solution. `tokens_scored`: tokens run through the model so far (the PRM compute)."""
 
     tokens_scored: int
 
@@ -139,8 +140,9 @@ def extend(parent: Candidate | None, completion: Completion, index: int,
     sep = config.step_separator
     prev = list(parent.steps) if parent else []
     new = split_steps(completion.text, sep)
-    # re-split the whole text so a "# Answer" step and its answer become one step
-    steps = split_steps(sep.join(prev + new), sep) if new else prev
+    # re-read the whole text: a "# Answer" step and its answer become one step, and what
+    # follows the answer's line is dropped
+    steps = split_steps(trim_after_answer(sep.join(prev + new)), sep) if new else prev
     stop_reason = completion.extra.get("stop_reason", sep)
     if expand.full:
         end = "length" if completion.finish_reason == "length" else "eos"
@@ -208,7 +210,7 @@ class ProblemRun:
             raise PrmkitError(f"problem {self.key}: the step scorer returned {len(scores)} "
                               f"score lists for {len(todo)} solutions")
         for c, s in zip(todo, scores):
-            if len(s) != len(c.steps):
+            if len(s) != len(c.steps) and len(s) != 1:  # one value: an outcome model
                 raise PrmkitError(f"problem {self.key}: the step scorer returned {len(s)} "
                                   f"scores for {len(c.steps)} steps")
             c.step_scores = list(s)

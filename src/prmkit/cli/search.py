@@ -1,0 +1,262 @@
+"""`prmkit search`: PRM-guided search (best-of-N, weighted best-of-N, beam search, DVTS)
+over a problems file, one JSON line per problem.
+
+Each line is a `SearchResult` (final candidates with steps, step scores, aggregated score
+and answer; the chosen index and answer; generated and PRM tokens) plus the gold `answer`
+when the problems file has one, and a `search` record: the config, the generator, the
+PRM's fingerprint and the prompt format's hash. Resuming skips the problems already in
+the output and refuses one written with another `search` record unless --force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+import orjson
+
+from prmkit.errors import DataError, PrmkitError
+from prmkit.scoring.aggregate import AGGREGATIONS
+from prmkit.search.config import APPROACHES
+
+log = logging.getLogger("prmkit.search")
+COMPARED = ("config", "generator", "prm", "prompt")
+
+
+def problem_key(problem) -> str:
+    """The problem's id, else a digest of its text (stable across runs and resumes)."""
+    if problem.id:
+        return str(problem.id)
+    return "sha1:" + hashlib.sha1(problem.text.encode()).hexdigest()[:16]
+
+
+def read_problems(path: str, limit: int | None = None) -> list:
+    from prmkit.data.math_problems import read_math
+
+    if not Path(path).is_file():
+        raise PrmkitError(f"{path}: no such problems file")
+    problems, seen = [], set()
+    for problem in read_math(path):
+        key = problem_key(problem)
+        if key in seen:
+            raise DataError(path, None, "unique_id", f"problem {key!r} appears more than once")
+        seen.add(key)
+        problems.append(problem)
+        if limit is not None and len(problems) >= limit:
+            break
+    if not problems:
+        raise PrmkitError(f"{path}: no problems")
+    return problems
+
+
+def _option(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise PrmkitError(f"--backend-option expects KEY=VALUE, got {text!r}")
+    try:
+        return key.replace("-", "_"), json.loads(value)
+    except json.JSONDecodeError:
+        return key.replace("-", "_"), value
+
+
+def existing_output(path: Path) -> tuple[set[str], dict | None]:
+    """Ids already searched and the first line's `search` record; a partly written last
+    line (a run killed mid-write) is cut off."""
+    ids: set[str] = set()
+    record = None
+    good_end = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                break
+            good_end += len(raw)
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise DataError(str(path), lineno, None,
+                                "malformed line in the output file; cannot resume it") from None
+            if not isinstance(obj, dict) or "id" not in obj:
+                raise DataError(str(path), lineno, "id", "not a search result line")
+            ids.add(str(obj["id"]))
+            if record is None:
+                record = obj.get("search")
+    if good_end < path.stat().st_size:
+        log.warning("%s: dropping an incomplete last line before resuming", path)
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return ids, record
+
+
+def check_same_search(path: Path, saved: dict, current: dict) -> None:
+    """Refuse to append to `path` with another config, generator, PRM or prompt; only the
+    generator fields known so far (before the backend is built) are compared."""
+    saved = dict(saved)
+    if isinstance(saved.get("generator"), dict):
+        saved["generator"] = {k: saved["generator"].get(k) for k in current["generator"]}
+    diffs = [k for k in COMPARED if saved.get(k) != current.get(k)]
+    if diffs:
+        detail = "; ".join(f"{k}: {json.dumps(saved.get(k))} -> {json.dumps(current.get(k))}"
+                           for k in diffs)
+        raise PrmkitError(f"{path} was written by another search ({detail}). Pass --overwrite "
+                          "to start over, or --force to append anyway (the file then mixes "
+                          "both)")
+
+
+class ChatPartial:
+    """A chat-style prompt format whose partial prompts need the generator's tokenizer."""
+
+    def __init__(self, fmt, tokenizer):
+        self.fmt, self.tokenizer = fmt, tokenizer
+
+    def render(self, problem):
+        return self.fmt.render(problem)
+
+    def render_partial(self, problem, steps):
+        return self.fmt.render_partial(problem, steps, tokenizer=self.tokenizer)
+
+
+def build_config(args, separator: str):
+    from prmkit.generation.base import SamplingParams
+    from prmkit.search.config import SearchConfig
+
+    return SearchConfig(
+        approach=args.approach, n=args.n, beam_width=args.beam_width, max_steps=args.max_steps,
+        aggregation=args.aggregation,
+        sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p,
+                                max_tokens=args.max_tokens, stop=tuple(args.stop)),
+        step_max_tokens=args.step_max_tokens, step_separator=separator, seed=args.seed,
+        batch_problems=args.batch_problems)
+
+
+def cmd_search(args) -> int:
+    from prmkit.data.io import dumps_line
+    from prmkit.generation import get_sampler
+    from prmkit.generation.prompts import PromptFormat
+    from prmkit.models.config import RewardModelConfig
+    from prmkit.scoring.provenance import folder_fingerprint
+    from prmkit.search import RescoringScorer, run_search
+
+    out = Path(args.output)
+    if out.exists() and not (args.resume or args.overwrite):
+        raise PrmkitError(f"{out} exists: pass --resume to continue it or --overwrite to "
+                          "replace it")
+    prm_folder = Path(args.prm)
+    if not prm_folder.is_dir():
+        raise PrmkitError(f"--prm {args.prm}: no such model folder")
+    prm_config = RewardModelConfig.load(prm_folder)
+    separator = prm_config.step_format.step_separator
+    args.aggregation = args.aggregation or prm_config.aggregation
+    fmt = PromptFormat(style=args.prompt_style, step_separator=separator)
+    args.stop = [*fmt.stop_strings, *(args.stop or [])]
+    config = build_config(args, separator)
+    problems = read_problems(args.problems, args.limit)
+    options = dict(_option(o) for o in args.backend_option or [])
+    record = {"config": config.to_dict(),
+              "generator": {"backend": args.backend, "model": args.model},
+              "prm": {"model": str(prm_folder.resolve()),
+                      "fingerprint": folder_fingerprint(prm_folder)},
+              "prompt": fmt.template_hash()}
+    done: set[str] = set()
+    saved = None
+    if out.exists() and args.resume:
+        done, saved = existing_output(out)
+        if saved is not None and not args.force:
+            check_same_search(out, saved, record)
+    elif out.exists():
+        out.unlink()
+    todo = [p for p in problems if problem_key(p) not in done]
+    if done:
+        print(f"resuming {out}: {len(problems) - len(todo)} of {len(problems)} problems "
+              "already searched", file=sys.stderr)
+    if not todo:
+        return 0
+
+    if args.no_incremental:
+        from prmkit.scoring.scorer import Scorer
+
+        scorer = RescoringScorer(Scorer.from_pretrained(
+            prm_folder, token_budget=args.prm_batch_tokens, dtype=args.prm_dtype,
+            device=args.prm_device))
+    else:
+        from prmkit.scoring.incremental import IncrementalScorer
+
+        scorer = IncrementalScorer.from_pretrained(
+            prm_folder, dtype=args.prm_dtype, device=args.prm_device,
+            token_budget=args.prm_batch_tokens)
+    gold = {problem_key(p): p.answer for p in todo}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with get_sampler(args.backend, args.model, **options) as sampler, open(out, "ab") as f:
+        prompts = fmt
+        if fmt.style == "chat":
+            from transformers import AutoTokenizer
+
+            prompts = ChatPartial(fmt, AutoTokenizer.from_pretrained(sampler.model))
+        record["generator"] = sampler.describe() | record["generator"]
+        if saved is not None and not args.force:
+            check_same_search(out, saved, record)  # now with the generator's fingerprint
+
+        def write(result) -> None:
+            line = result.to_dict()
+            line["answer"] = gold[result.key]
+            line["search"] = record
+            f.write(dumps_line(line))
+            f.flush()
+
+        results = run_search([(problem_key(p), p.text) for p in todo], sampler, scorer,
+                             prompts, config, progress=not args.no_progress, on_result=write)
+    generated = sum(r.generated_tokens for r in results)
+    prm_tokens = sum(r.prm_tokens for r in results)
+    print(f"searched {len(results)} problems ({config.approach}, n={config.n}) -> {out}; "
+          f"{generated / len(results):.0f} generated and {prm_tokens / len(results):.0f} PRM "
+          "tokens per problem", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "search", help="PRM-guided search: best-of-N, weighted best-of-N, beam search, DVTS",
+        description="Searches every problem of a MATH-style JSONL file (problem, answer, "
+                    "unique_id) with a generator and a trained PRM; writes one JSON line per "
+                    "problem (see docs/search.md).")
+    p.add_argument("--model", required=True, help="the generator (a folder or a served name)")
+    p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf")
+    p.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
+                   help="passed to the backend (JSON values), e.g. base_url=http://host/v1, "
+                        "dtype=bfloat16, batch_size=32; repeatable")
+    p.add_argument("--prm", required=True, help="a PRM folder written by save_pretrained")
+    p.add_argument("--problems", required=True, help="problems JSONL (MATH format)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    p.add_argument("-o", "--output", required=True, help="results JSONL")
+    p.add_argument("--approach", choices=APPROACHES, default="beam_search")
+    p.add_argument("--n", type=int, default=16, help="budget: candidates per problem")
+    p.add_argument("--beam-width", type=int, default=4, help="M (beam search, DVTS)")
+    p.add_argument("--max-steps", type=int, default=40, help="rounds of one step")
+    p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
+                   help="rank, prune and pick by this step aggregation (default: the PRM's)")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=2048, help="per whole solution")
+    p.add_argument("--step-max-tokens", type=int, default=512, help="per step")
+    p.add_argument("--stop", action="append", help="another stop string; repeatable")
+    p.add_argument("--prompt-style", choices=("fewshot", "chat"), default="fewshot")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-problems", type=int, default=8,
+                   help="problems searched together (their requests share sampler calls)")
+    p.add_argument("--prm-dtype", choices=("bf16", "fp32"), default="bf16")
+    p.add_argument("--prm-device", default=None, help="e.g. cpu, cuda (default: cpu)")
+    p.add_argument("--prm-batch-tokens", type=int, default=16384)
+    p.add_argument("--no-incremental", action="store_true",
+                   help="score every partial solution in full (no prefix cache)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an existing output: skip problems already searched")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--force", action="store_true",
+                   help="with --resume: append even if the output was written by another "
+                        "search (config, generator, PRM or prompt)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_search)

@@ -1,0 +1,163 @@
+"""`prmkit search` end to end (a tiny random Llama through the HF backend, a tiny random
+PRM) and `prmkit eval search` over hand-written result files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from prmkit.cli import main
+
+PROBLEMS = [
+    {"problem": "Compute 3 * 4 - 5.", "answer": "7", "unique_id": "a"},
+    {"problem": "How many apples are there?", "answer": "1/2", "unique_id": "b"},
+]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from prmkit.models.backbones import tiny_random
+    from prmkit.models.config import RewardModelConfig
+    from prmkit.models.reward_model import StepRewardModel
+
+    root = tmp_path_factory.mktemp("search-cli")
+    gen, tok = tiny_random(seed=0)
+    gen.save_pretrained(root / "gen")
+    tok.save_pretrained(root / "gen")
+    backbone, tok = tiny_random(seed=1)
+    StepRewardModel.from_backbone(backbone, tok, RewardModelConfig()).save_pretrained(
+        root / "prm")
+    problems = root / "problems.jsonl"
+    problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    return root
+
+
+def search_argv(root, out, *extra):
+    # "e" as an extra stop string gives the random model short steps (the HF backend does
+    # not say which stop string ended a step, so a step ended by "e" stays open)
+    return ["search", "--model", str(root / "gen"), "--prm", str(root / "prm"),
+            "--problems", str(root / "problems.jsonl"), "--n", "4", "--beam-width", "2",
+            "--max-steps", "3", "--step-max-tokens", "6", "--max-tokens", "12",
+            "--stop", "e", "--prm-dtype", "fp32", "--no-progress", "-o", str(out), *extra]
+
+
+def lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_search_cli_beam_search_end_to_end_with_hf_generator_and_random_prm(folders, tmp_path):
+    out = tmp_path / "beam.jsonl"
+    assert main(search_argv(folders, out, "--approach", "beam_search")) == 0
+    recs = lines(out)
+    assert [r["id"] for r in recs] == ["a", "b"] and [r["answer"] for r in recs] == ["7", "1/2"]
+    for r in recs:
+        assert r["approach"] == "beam_search" and r["generated_tokens"] > 0
+        assert r["prm_tokens"] > 0
+        assert 1 <= len(r["candidates"]) <= 4 and 0 <= r["chosen"] < len(r["candidates"])
+        assert r["details"]["rounds"][0]["sampled"] == 4
+        assert all(c["completed"] for c in r["candidates"])
+        assert all(len(c["step_scores"]) == len(c["steps"]) for c in r["candidates"])
+        assert r["search"]["config"]["n"] == 4
+    # the same command again gives the same lines (per-request seeds)
+    again = tmp_path / "again.jsonl"
+    assert main(search_argv(folders, again, "--approach", "beam_search")) == 0
+    assert lines(again) == recs
+
+
+def test_search_cli_resume_skips_done_problems_and_refuses_another_config(folders, tmp_path,
+                                                                          capsys):
+    out = tmp_path / "bon.jsonl"
+    argv = search_argv(folders, out, "--approach", "best_of_n", "--limit", "1")
+    assert main(argv) == 0
+    assert main(argv) == 2  # exists: needs --resume or --overwrite
+    assert "pass --resume" in capsys.readouterr().err
+    full = search_argv(folders, out, "--approach", "best_of_n", "--resume")
+    assert main(full) == 0
+    assert [r["id"] for r in lines(out)] == ["a", "b"]
+    before = out.read_text()
+    assert main(full) == 0 and out.read_text() == before  # nothing left to do
+    other = search_argv(folders, out, "--approach", "best_of_n", "--resume")
+    other[other.index("--n") + 1] = "2"
+    assert main(other) == 2
+    err = capsys.readouterr().err
+    assert "written by another search" in err and '"n": 4' in err
+    assert out.read_text() == before
+
+
+def test_search_cli_refuses_n_not_divisible_by_beam_width(folders, tmp_path, capsys):
+    argv = search_argv(folders, tmp_path / "o.jsonl", "--approach", "dvts")
+    argv[argv.index("--n") + 1] = "3"
+    assert main(argv) == 2
+    assert "n divisible by beam_width: n=3, beam_width=2" in capsys.readouterr().err
+
+
+def _result(pid, approach, n, answers, scores, chosen, tokens, weighted=None, gold="1"):
+    cands = [{"steps": ["s"], "step_scores": [s], "score": s, "completed": True, "end": "eos",
+              "answer": a, "generated_tokens": tokens // len(answers), "path": [i],
+              "subtree": 0} for i, (a, s) in enumerate(zip(answers, scores))]
+    return {"id": pid, "problem": pid, "approach": approach, "chosen": chosen,
+            "chosen_answer": answers[chosen], "generated_tokens": tokens, "prm_tokens": 10,
+            "details": {"best": chosen, "weighted": chosen if weighted is None else weighted},
+            "candidates": cands, "answer": gold,
+            "search": {"config": {"approach": approach, "n": n, "aggregation": "prod"}}}
+
+
+def _write(path, recs):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return str(path)
+
+
+def test_eval_search_accuracy_tokens_and_best_of_n_references(tmp_path):
+    # best-of-4 pools: p1 answers 1,1,2,3 (correct "1"), picks the wrong "2";
+    # p2 answers 0.5, 2, 2, 2 (gold 1/2), picks the right 0.5
+    bon = _write(tmp_path / "bon4.jsonl", [
+        _result("p1", "best_of_n", 4, ["1", "1", "2", "3"], [.2, .3, .9, .1], 2, 40),
+        _result("p2", "best_of_n", 4, ["0.5", "2", "2", "2"], [.9, .1, .1, .1], 0, 80,
+                gold="1/2")])
+    beam = _write(tmp_path / "beam4.jsonl", [
+        _result("p1", "beam_search", 4, ["1", "2"], [.8, .2], 0, 100, weighted=1),
+        _result("p2", "beam_search", 4, ["3", "1/2"], [.6, .5], 0, 60, weighted=1,
+                gold="1/2")])
+    out = tmp_path / "report"
+    assert main(["eval", "search", "--results", bon, "--results", beam, "--out-dir",
+                 str(out), "--json", "--trials", "50"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    points = {p["method"]: p for p in metrics["points"]}
+    assert points["best_of_n"]["accuracy"] == 0.5
+    assert points["best_of_n"]["generated_tokens"] == 60.0
+    assert points["beam_search"]["accuracy"] == 0.5  # p1 right, p2 wrong
+    assert points["beam_search (weighted vote)"]["accuracy"] == 0.5  # p1 wrong, p2 right
+    assert points["beam_search"]["generated_tokens"] == 80.0
+    ref = metrics["references"]
+    assert ref["n"] == [1, 2, 4]
+    # pass@4: both problems have a correct sample; pass@1: (2/4 + 1/4) / 2
+    assert ref["pass_at_n"][-1] == 1.0 and ref["pass_at_n"][0] == pytest.approx(0.375)
+    # majority of all 4: p1 "1" (2 votes) right, p2 "2" (3 votes) wrong
+    assert ref["majority"][-1] == 0.5
+    assert ref["generated_tokens"] == [15.0, 30.0, 60.0]
+    assert (out / "search_curves.png").stat().st_size > 0
+    assert "beam_search (weighted vote)" in (out / "report.md").read_text()
+
+
+def test_eval_search_evaluates_only_problems_in_every_file(tmp_path):
+    a = _write(tmp_path / "a.jsonl", [_result("p1", "best_of_n", 2, ["1", "2"], [.9, .1], 0, 8),
+                                      _result("p2", "best_of_n", 2, ["2", "2"], [.9, .1], 0, 8)])
+    b = _write(tmp_path / "b.jsonl", [_result("p1", "dvts", 2, ["2", "1"], [.9, .1], 0, 8)])
+    assert main(["eval", "search", "--results", a, "--results", b, "--out-dir",
+                 str(tmp_path / "r"), "--trials", "10"]) == 0
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["problems"] == 1
+    assert {p["method"]: p["accuracy"] for p in metrics["points"]}["best_of_n"] == 1.0
+
+
+def test_eval_search_names_the_line_of_a_result_without_gold(tmp_path, capsys):
+    rec = _result("p1", "best_of_n", 2, ["1", "2"], [.9, .1], 0, 8)
+    del rec["answer"]
+    path = _write(tmp_path / "a.jsonl", [rec])
+    assert main(["eval", "search", "--results", path, "--out-dir", str(tmp_path / "r")]) == 2
+    assert "a.jsonl:1: field 'answer': no gold answer" in capsys.readouterr().err
+
+
+torch.set_num_threads(1)
