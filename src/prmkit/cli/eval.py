@@ -1,4 +1,4 @@
-"""`prmkit eval`: best-of-N curves, ProcessBench, PRMBench and step metrics."""
+"""`prmkit eval`: best-of-N curves, ProcessBench, PRMBench, step metrics and search results."""
 
 from __future__ import annotations
 
@@ -330,3 +330,7 @@ def register(subparsers) -> None:
     st.add_argument("--plot", help="write a calibration PNG")
     common(st)
     st.set_defaults(func=cmd_steps)
+
+    from prmkit.cli.eval_search import add_parser
+
+    add_parser(sub, common)

@@ -1,0 +1,51 @@
+"""`prmkit eval search`: accuracy against generated tokens and against N for several
+search result files, with pass@N and majority vote from the best-of-N pools."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def cmd_search_eval(args) -> int:
+    from prmkit.cli.eval import _emit
+    from prmkit.evaluation.report import write_report
+    from prmkit.search.accounting import (
+        evaluate_results,
+        plot_search_curves,
+        read_results,
+        report_table,
+    )
+
+    gold = None
+    if args.problems:
+        from prmkit.cli.search import problem_key, read_problems
+
+        gold = {problem_key(p): p.answer for p in read_problems(args.problems)
+                if p.answer is not None}
+    files = [read_results(path) for path in args.results]
+    result = evaluate_results(files, gold, trials=args.trials, seed=args.seed,
+                              progress=not args.json)
+    out = Path(args.out_dir)
+    plot = plot_search_curves(result, out / "search_curves.png")
+    paths = write_report(out, result, plots={"accuracy against compute": plot},
+                         title="prmkit search evaluation",
+                         tables={"methods and budgets": report_table(result)})
+    print(f"wrote {paths['json']}, {paths['markdown']}, {paths['html']} and {plot}",
+          file=sys.stderr)
+    _emit(result, args)
+    return 0
+
+
+def add_parser(sub, common) -> None:
+    s = sub.add_parser("search", help="search results: accuracy against generated tokens and N")
+    s.add_argument("--results", action="append", required=True,
+                   help="a `prmkit search` output (one method and budget); repeatable")
+    s.add_argument("--problems", help="problems JSONL with gold answers (default: the "
+                                      "answer field of the result lines)")
+    s.add_argument("--out-dir", required=True,
+                   help="writes search_curves.png, metrics.json, report.md, report.html")
+    s.add_argument("--trials", type=int, default=400, help="majority-vote draws")
+    s.add_argument("--seed", type=int, default=0)
+    common(s, threshold=None)
+    s.set_defaults(func=cmd_search_eval)
