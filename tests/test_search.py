@@ -214,6 +214,13 @@ def test_answer_heading_and_its_answer_become_one_final_step():
     assert done.generated_tokens == 9 and done.path == (0, 0, 0)
 
 
+def test_whole_solution_is_cut_after_its_answer_line():
+    config = SearchConfig(n=1)
+    text = "step a\n\n# Answer\n\n42\n\nProblem: another one\n\nstep b"
+    child = extend(None, Completion(text, 9, "stop"), 0, Expand(None, 1, full=True), config)
+    assert child.steps == ["step a", "# Answer\n\n42"] and child.end == "eos"
+
+
 def test_step_end_reasons_eos_length_empty_repeat():
     assert _child("x", stop_reason=None).end == "eos"
     assert _child("x", finish="length").end == "length"

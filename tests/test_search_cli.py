@@ -60,6 +60,7 @@ def test_search_cli_beam_search_end_to_end_with_hf_generator_and_random_prm(fold
         assert all(c["completed"] for c in r["candidates"])
         assert all(len(c["step_scores"]) == len(c["steps"]) for c in r["candidates"])
         assert r["search"]["config"]["n"] == 4
+    assert max(len(r["details"]["rounds"]) for r in recs) > 1
     # the same command again gives the same lines (per-request seeds)
     again = tmp_path / "again.jsonl"
     assert main(search_argv(folders, again, "--approach", "beam_search")) == 0

@@ -162,8 +162,10 @@ def plot_search_curves(result: dict, path: str | os.PathLike,
     for method, pts in methods.items():
         pts = sorted(pts, key=lambda p: p["n"])
         y = [100 * p["accuracy"] for p in pts]
-        by_tokens.plot([p["generated_tokens"] for p in pts], y, marker="o", ms=4, label=method)
-        by_n.plot([p["n"] for p in pts], y, marker="o", ms=4, label=method)
+        style = {"marker": "s", "ls": ":"} if method.endswith("(weighted vote)") else {
+            "marker": "o"}
+        by_tokens.plot([p["generated_tokens"] for p in pts], y, ms=4, label=method, **style)
+        by_n.plot([p["n"] for p in pts], y, ms=4, label=method, **style)
     ref = result.get("references")
     if ref:
         for key, name in (("pass_at_n", "pass@N"), ("majority", "majority vote")):

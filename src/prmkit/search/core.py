@@ -139,7 +139,7 @@ def extend(parent: Candidate | None, completion: Completion, index: int,
     """The child of `parent` made of one sampled completion (see ENDS for when it ends)."""
     sep = config.step_separator
     prev = list(parent.steps) if parent else []
-    new = split_steps(completion.text, sep)
+    new = split_steps(trim_after_answer(completion.text), sep)
     # re-read the whole text: a "# Answer" step and its answer become one step, and what
     # follows the answer's line is dropped
     steps = split_steps(trim_after_answer(sep.join(prev + new)), sep) if new else prev
