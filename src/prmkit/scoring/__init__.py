@@ -30,6 +30,7 @@ _EXPORTS = {
     "Scorer": "scorer",
     "SolutionScores": "scorer",
     "score_steps": "scorer",
+    "IncrementalScorer": "incremental",
     "score_file": "files",
     "ScoreFileReport": "files",
 }

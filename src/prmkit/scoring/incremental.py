@@ -1,0 +1,350 @@
+"""Score partial solutions that grow one step at a time (step-by-step search).
+
+A search scores the same prefixes round after round: with `Scorer` every round re-runs
+the prompt and every earlier step. `IncrementalScorer` keeps, for each scored step
+prefix, the model's key/value cache (prompt + steps so far) and the step scores; a
+partial solution then runs only its new steps on top of the longest cached prefix. The
+model's `SegmentEncoder` makes the encoding of a prefix a prefix of the encoding, so the
+result is the same computation as `Scorer.score` (equal within float rounding).
+
+    inc = IncrementalScorer.from_pretrained("runs/prm")
+    inc.score(problem, [steps_a, steps_b])         # P(correct) per step, like Scorer.score
+    inc.score(problem, [steps_a + [next_a], ...])  # runs only next_a's tokens
+    inc.forget(problem)                            # frees that problem's caches
+
+New segments of several partial solutions run in one padded batch: each row's cached
+past is placed right-aligned before its new tokens, and a 4D mask hides the padding.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from prmkit.errors import PrmkitError
+from prmkit.models.reward_model import additive_attention_mask
+from prmkit.scoring.scorer import Scorer, as_problem_steps
+
+Key = tuple[str, tuple[str, ...]]  # (problem, steps of the prefix)
+
+
+@dataclass
+class _Past:
+    """The key/value cache of one prefix: [2, layers, kv_heads, length, head_dim]."""
+
+    kv: torch.Tensor
+
+    @property
+    def length(self) -> int:
+        return self.kv.shape[-2]
+
+
+@dataclass
+class _Job:
+    """One row of a forward pass: `new_ids` on top of `past` (None: nothing cached)."""
+
+    key: Key  # the prefix whose cache this row leaves
+    past: _Past | None
+    new_ids: list[int]
+    label_offsets: list[int]  # index in new_ids of each new step's label token
+    label_keys: list[Key]  # the prefix each label scores
+    past_len: int = field(init=False)
+
+    def __post_init__(self):
+        self.past_len = 0 if self.past is None else self.past.length
+
+
+class IncrementalScorer:
+    """Per-step P(correct) of partial solutions, re-using the cache of scored prefixes.
+
+    model_or_scorer: a `StepRewardModel` (a `Scorer` is built with `dtype`, `device`,
+    `cast_weights`: the same dtype handling, the caller's model untouched), or a `Scorer`
+    whose model and settings are used as they are.
+    max_cached_prefixes: most prefixes whose key/value cache is kept (least recently used
+    dropped first); max_cached_tokens optionally bounds their total length too. A cached
+    token costs 2 x layers x kv_heads x head_dim values of the compute dtype (23 KB for
+    SmolLM2-135M in bf16). Dropped prefixes are recomputed from a shorter one when needed.
+    max_cached_scores: most step scores kept (one float each).
+    token_budget: most new tokens (padding included) in one forward pass; past_budget:
+    most cached tokens read by one pass (padding included), bounding its memory.
+    max_padding: a row joins a batch only if its new tokens need at most this fraction of
+    padding.
+    tokens_scored counts the tokens actually run through the model (padding excluded).
+    """
+
+    def __init__(self, model_or_scorer, max_cached_prefixes: int = 1024,
+                 max_cached_tokens: int | None = None, max_cached_scores: int = 1_000_000,
+                 token_budget: int = 16384, past_budget: int = 65536,
+                 dtype: str | torch.dtype | None = "bf16",
+                 device: str | torch.device | None = None, cast_weights: bool = False,
+                 max_batch_size: int | None = None, max_padding: float = 0.5):
+        if isinstance(model_or_scorer, Scorer):
+            scorer = model_or_scorer
+        else:
+            scorer = Scorer(model_or_scorer, token_budget=token_budget, dtype=dtype,
+                            device=device, cast_weights=cast_weights)
+        if max_cached_prefixes < 0 or token_budget < 1 or past_budget < 1:
+            raise PrmkitError("max_cached_prefixes must be >= 0 and the budgets positive")
+        self.scorer = scorer
+        self.model = scorer.model
+        self.encoder = scorer.encoder
+        self.max_length = self.encoder.fmt.max_length
+        self.orm = scorer.config.objective == "orm"
+        self.max_cached_prefixes = max_cached_prefixes
+        self.max_cached_tokens = max_cached_tokens
+        self.max_cached_scores = max_cached_scores
+        self.token_budget = token_budget
+        self.past_budget = past_budget
+        self.max_batch_size = max_batch_size
+        self.max_padding = max_padding
+        self.tokens_scored = 0
+        self._pasts: OrderedDict[Key, _Past] = OrderedDict()
+        self._cached_tokens = 0
+        self._scores: OrderedDict[Key, float] = OrderedDict()
+        _check_full_attention(self.model.backbone, self.max_length)
+
+    @classmethod
+    def from_pretrained(cls, folder: str | Path, dtype: str | torch.dtype | None = "bf16",
+                        device: str | torch.device | None = None, token_budget: int = 16384,
+                        **kw) -> IncrementalScorer:
+        """Load a saved model (weights cast to dtype in place, as `Scorer.from_pretrained`)."""
+        scorer = Scorer.from_pretrained(folder, token_budget=token_budget, dtype=dtype,
+                                        device=device)
+        return cls(scorer, token_budget=token_budget, **kw)
+
+    # ---- public API ---------------------------------------------------------------------
+    def score(self, problem: str, steps_list: Sequence[Sequence[str]]
+              ) -> list[list[float | None]]:
+        """P(correct) per step of each partial solution of `problem` (None: cut by
+        max_length; an outcome model gives one value), as `Scorer.score` would."""
+        return self.score_many([(problem, steps) for steps in steps_list])
+
+    def score_many(self, items: Sequence[Any]) -> list[list[float | None]]:
+        """Like `score` for (problem, steps) items of several problems, batched together."""
+        requests = []
+        for item in items:
+            problem, steps = as_problem_steps(item)
+            requests.append((problem, tuple(steps)))
+        fits = [self._steps_that_fit(p, s) for p, s in requests]
+        got: dict[Key, float] = {}  # this call's scores, safe from eviction
+        pending = sorted(range(len(requests)), key=lambda i: fits[i])
+        while pending:  # a request that extends a prefix run in this wave waits for it
+            jobs, planned = [], set()
+            for i in pending:
+                problem, steps = requests[i]
+                job = self._plan(problem, steps[: fits[i]], planned, got)
+                if job is not None:
+                    planned.add(job.key)
+                    jobs.append(job)
+            for batch in self._batches(jobs):
+                got.update(self._run(batch))
+            pending = [i for i in pending
+                       if self._missing(requests[i][0], requests[i][1][: fits[i]], got) is not None]
+        return [self._result(p, s, fits[i], got) for i, (p, s) in enumerate(requests)]
+
+    def reset(self) -> None:
+        """Drop every cached prefix and score."""
+        self._pasts.clear()
+        self._scores.clear()
+        self._cached_tokens = 0
+
+    def forget(self, problem: str) -> None:
+        """Drop the cached prefixes and scores of one problem."""
+        for key in [k for k in self._pasts if k[0] == problem]:
+            self._cached_tokens -= self._pasts.pop(key).length
+        for key in [k for k in self._scores if k[0] == problem]:
+            del self._scores[key]
+
+    @property
+    def cached_prefixes(self) -> int:
+        return len(self._pasts)
+
+    @property
+    def cached_tokens(self) -> int:
+        return self._cached_tokens
+
+    # ---- planning -----------------------------------------------------------------------
+    def _steps_that_fit(self, problem: str, steps: tuple[str, ...]) -> int:
+        """How many leading steps fit in max_length (the rest are scored None)."""
+        length = len(self.encoder.prompt_ids(problem))
+        if length > self.max_length:
+            return 0
+        for i, step in enumerate(steps):
+            length += len(self.encoder.step_ids(step))
+            if length > self.max_length:
+                return i
+        return len(steps)
+
+    def _missing(self, problem: str, steps: tuple[str, ...], got: dict[Key, float]
+                 ) -> int | None:
+        """Index of the first step without a score, None if all are known."""
+        for i in range(len(steps)):
+            key = (problem, steps[: i + 1])
+            if key not in got and key not in self._scores:
+                return i
+        return None
+
+    def _plan(self, problem: str, steps: tuple[str, ...], planned: set[Key],
+              got: dict[Key, float]) -> _Job | None:
+        """The job that scores the unknown steps of `steps` (all of which fit), or None
+        when every score is known or the job must wait for a prefix planned in this wave."""
+        first = self._missing(problem, steps, got)
+        if first is None:
+            return None
+        start = next((k for k in range(first, -1, -1) if (problem, steps[:k]) in self._pasts),
+                     None)
+        after = -1 if start is None else start
+        if any((problem, steps[:j]) in planned for j in range(after + 1, len(steps) + 1)):
+            return None  # a longer prefix is being computed in this wave: wait for it
+        if start is None:  # nothing cached: the prompt first, shared by the problem's rows
+            return _Job((problem, ()), None, list(self.encoder.prompt_ids(problem)), [], [])
+        past = self._pasts[(problem, steps[:start])]
+        self._pasts.move_to_end((problem, steps[:start]))
+        new_ids, offsets, keys = [], [], []
+        for j in range(start, len(steps)):
+            new_ids.extend(self.encoder.step_ids(steps[j]))
+            offsets.append(len(new_ids) - 1)
+            keys.append((problem, steps[: j + 1]))
+        return _Job((problem, steps), past, new_ids, offsets, keys)
+
+    def _batches(self, jobs: list[_Job]) -> list[list[_Job]]:
+        """Rows sorted by new length; a batch stays within both budgets and max_padding."""
+        order = sorted(jobs, key=lambda j: (-len(j.new_ids), -j.past_len))
+        batches, group = [], []
+        for job in order:
+            if group:
+                longest = len(group[0].new_ids)
+                past = max(job.past_len, *(j.past_len for j in group))
+                n = len(group) + 1
+                if ((self.max_batch_size is not None and n > self.max_batch_size)
+                        or longest - len(job.new_ids) > self.max_padding * longest
+                        or n * longest > self.token_budget or n * past > self.past_budget):
+                    batches.append(group)
+                    group = []
+            group.append(job)
+        if group:
+            batches.append(group)
+        return batches
+
+    # ---- forward ------------------------------------------------------------------------
+    def _run(self, jobs: list[_Job]) -> dict[Key, float]:
+        """One forward pass over `jobs`; caches each row's new past and step scores."""
+        dev = self.scorer.device
+        rows, width = len(jobs), max(len(j.new_ids) for j in jobs)
+        past_width = max(j.past_len for j in jobs)
+        ids = torch.full((rows, width), self.scorer.pad_id, dtype=torch.long)
+        positions = torch.zeros((rows, width), dtype=torch.long)
+        starts = torch.zeros(rows, dtype=torch.long)  # first real column of each row
+        labels, probs = [], []
+        for r, job in enumerate(jobs):
+            n = len(job.new_ids)
+            ids[r, :n] = torch.tensor(job.new_ids, dtype=torch.long)
+            positions[r] = torch.arange(job.past_len, job.past_len + width)
+            starts[r] = past_width - job.past_len
+            labels.extend((r, o) for o in job.label_offsets)
+        # row r, query i may see columns [starts[r], past_width + i]: its own past
+        # (right-aligned against the new tokens) and the new tokens up to itself
+        cols = torch.arange(past_width + width)
+        allowed = ((cols[None, None, :] >= starts[:, None, None])
+                   & (cols[None, None, :] <= past_width + torch.arange(width)[None, :, None]))
+
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode(), torch.autocast(dev.type, dtype=self.scorer.dtype,
+                                                        enabled=self.scorer.autocast):
+                cache = self._batch_cache(jobs, past_width, dev)
+                mask = additive_attention_mask(allowed.to(dev), model.compute_dtype)
+                out = model.backbone.get_decoder()(
+                    input_ids=ids.to(dev), attention_mask=mask, position_ids=positions.to(dev),
+                    past_key_values=cache, use_cache=True)
+                hidden = out.last_hidden_state
+                if labels:
+                    at = torch.tensor(labels, dtype=torch.long, device=dev)
+                    logits = model.classify(hidden[at[:, 0], at[:, 1]])
+                    probs = model.correct_probability(logits.float()).cpu().tolist()
+                layers = [(layer.keys, layer.values) for layer in cache.layers]
+                for r, job in enumerate(jobs):
+                    end = past_width + len(job.new_ids)
+                    s = int(starts[r])
+                    kv = torch.stack([torch.stack([k[r, :, s:end], v[r, :, s:end]])
+                                      for k, v in layers], dim=1)
+                    self._store_past(job.key, _Past(kv))
+        finally:
+            model.train(was_training)
+        self.tokens_scored += sum(len(j.new_ids) for j in jobs)
+        scores = dict(zip((key for job in jobs for key in job.label_keys), probs, strict=True))
+        for key, p in scores.items():
+            self._store_score(key, p)
+        return scores
+
+    def _batch_cache(self, jobs: list[_Job], past_width: int, dev: torch.device):
+        """A DynamicCache holding each row's past, right-aligned in `past_width` columns."""
+        from transformers import DynamicCache
+
+        if past_width == 0:
+            return DynamicCache()
+        ref = next(j.past for j in jobs if j.past is not None)
+        shape = ref.kv.shape
+        if all(j.past is ref for j in jobs):  # one shared parent: no per-row copy here
+            kv = ref.kv.unsqueeze(2).expand(-1, -1, len(jobs), -1, -1, -1)
+        else:
+            kv = torch.zeros((shape[0], shape[1], len(jobs), shape[2], past_width, shape[4]),
+                             dtype=ref.kv.dtype, device=dev)
+            for r, job in enumerate(jobs):
+                if job.past is not None:
+                    kv[:, :, r, :, past_width - job.past_len:] = job.past.kv
+        return DynamicCache([(kv[0, i], kv[1, i]) for i in range(shape[1])])
+
+    # ---- caches -------------------------------------------------------------------------
+    def _store_past(self, key: Key, past: _Past) -> None:
+        old = self._pasts.pop(key, None)
+        if old is not None:
+            self._cached_tokens -= old.length
+        self._pasts[key] = past
+        self._cached_tokens += past.length
+        while self._pasts and (
+                len(self._pasts) > self.max_cached_prefixes
+                or (self.max_cached_tokens is not None
+                    and self._cached_tokens > self.max_cached_tokens)):
+            self._cached_tokens -= self._pasts.popitem(last=False)[1].length
+
+    def _store_score(self, key: Key, p: float) -> None:
+        self._scores[key] = p
+        self._scores.move_to_end(key)
+        while len(self._scores) > self.max_cached_scores:
+            self._scores.popitem(last=False)
+
+    def _result(self, problem: str, steps: tuple[str, ...], fit: int,
+                got: dict[Key, float]) -> list[float | None]:
+        probs: list[float | None] = []
+        for i in range(fit):
+            key = (problem, steps[: i + 1])
+            if key in got:
+                probs.append(got[key])
+            else:
+                probs.append(self._scores[key])
+                self._scores.move_to_end(key)
+        probs.extend([None] * (len(steps) - fit))
+        if self.orm:
+            return probs[-1:]
+        return probs
+
+
+def _check_full_attention(backbone, max_length: int) -> None:
+    """Cached prefixes assume every layer attends to every earlier token."""
+    cfg = backbone.config.get_text_config()
+    window = getattr(cfg, "sliding_window", None)
+    types = getattr(cfg, "layer_types", None) or []
+    sliding = any(t != "full_attention" for t in types) if types else \
+        getattr(cfg, "use_sliding_window", True)
+    if window is not None and sliding and window < max_length:
+        raise PrmkitError(f"{type(backbone).__name__} uses sliding-window attention "
+                          f"({window} tokens < max_length {max_length}): incremental scoring "
+                          "supports full-attention models only")
