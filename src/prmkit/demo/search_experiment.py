@@ -101,8 +101,8 @@ def run_budget(approach: str, n: int, seed: int, problems, sampler, scorer, cfg:
     return out
 
 
-def run_seed(seed: int, cfg: DemoConfig, work: Path, ns: list[int], beam_width: int,
-             max_steps: int, approaches: tuple[str, ...]) -> dict[str, dict[int, dict]]:
+def run_seed(seed: int, cfg: DemoConfig, work: Path, budgets: dict[str, list[int]],
+             beam_width: int, max_steps: int) -> dict[str, dict[int, dict]]:
     """{row: {n: per-problem outcomes}} of one seed, from the cache where present."""
     model_dir = prm_folder(seed, cfg, work)
     cache = work / f"seed{seed}" / "search"
@@ -115,7 +115,7 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path, ns: list[int], beam_width: 
                            seed=seed)
     scorer = None
     rows: dict[str, dict[int, dict]] = {}
-    for approach in approaches:
+    for approach, ns in budgets.items():
         for n in ns:
             path = cache / f"{approach}-n{n}-w{beam_width}-p{len(problems)}.json"
             if path.exists():
@@ -136,11 +136,12 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path, ns: list[int], beam_width: 
     return rows
 
 
-def summarise(per_seed: list[dict[str, dict[int, dict]]], ns: list[int]) -> dict:
+def summarise(per_seed: list[dict[str, dict[int, dict]]]) -> dict:
     """{row: {"n", "tokens", "tokens_std", "prm_tokens", "accuracy", "accuracy_std",
     "per_seed"}}: generated tokens per problem and accuracy, mean and std over seeds."""
     out = {}
     for row in per_seed[0]:
+        ns = sorted(per_seed[0][row])
         acc = np.array([[np.mean(s[row][n]["right"]) for n in ns] for s in per_seed])
         tok = np.array([[np.mean(s[row][n]["tokens"]) for n in ns] for s in per_seed])
         prm = np.array([[np.mean(s[row][n]["prm_tokens"]) for n in ns] for s in per_seed])
@@ -191,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="search_world.json")
     ap.add_argument("--plot", default=None, help="PNG of accuracy against generated tokens")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--n", type=int, nargs="+", default=[4, 16, 64], dest="ns")
+    ap.add_argument("--n", type=int, nargs="+", default=[4, 16, 64], dest="ns",
+                    help="budgets of best-of-N")
+    ap.add_argument("--tree-n", type=int, nargs="+", default=None,
+                    help="budgets of beam search and DVTS (default: those of --n)")
     ap.add_argument("--beam-width", type=int, default=4)
     ap.add_argument("--max-steps", type=int, default=12,
                     help="rounds of a tree search (the last samples to the end)")
@@ -210,10 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     t0 = time.perf_counter()
-    ns = sorted(args.ns)
-    per_seed = [run_seed(s, cfg, Path(args.work), ns, args.beam_width, args.max_steps,
-                         tuple(args.approaches)) for s in args.seeds]
-    summary = summarise(per_seed, ns)
+    budgets = {a: sorted(args.ns if a == "best_of_n" or args.tree_n is None else args.tree_n)
+               for a in args.approaches}
+    per_seed = [run_seed(s, cfg, Path(args.work), budgets, args.beam_width, args.max_steps)
+                for s in args.seeds]
+    summary = summarise(per_seed)
     summary["meta"] = {"seeds": args.seeds, "test_problems": cfg.test_problems,
                        "difficulty": cfg.difficulty, "aggregation": cfg.aggregation,
                        "beam_width": args.beam_width, "max_steps": args.max_steps,
