@@ -210,3 +210,33 @@ def test_world_prompts_are_the_demo_prm_format():
     prompts = WorldPrompts()
     assert prompts.render(ANN.text).text == ANN.text + "\n"
     assert prompts.render_partial(ANN.text, ["3 * 4 = 12"]).text == ANN.text + "\n3 * 4 = 12\n"
+
+
+class CheckerScorer:
+    """A step scorer that knows the truth: 1.0 for a step the world checker accepts."""
+
+    def __init__(self, problems):
+        self.problems = {p.text: p for p in problems}
+        self.tokens_scored = 0
+
+    def score(self, problem, steps_list):
+        return [[float(v == 1) for v in check_solution(self.problems[problem], s).labels]
+                for s in steps_list]
+
+
+@pytest.mark.parametrize("approach", ["beam_search", "dvts"])
+def test_tree_search_over_the_world_with_the_checker_as_scorer_solves_every_problem(approach):
+    from prmkit.search import SearchConfig, run_search
+    from prmkit.selection import AnswerClusterer
+
+    problems = make_problems(20, seed=6, difficulty="medium")
+    sampler = WorldSampler(problems)
+    config = SearchConfig(approach=approach, n=8, beam_width=4, aggregation="min",
+                          sampling=SamplingParams(max_tokens=256), step_separator="\n")
+    results = run_search([(p.id, p.text) for p in problems], sampler, CheckerScorer(problems),
+                         sampler.prompts, config, progress=False,
+                         clusterer=AnswerClusterer(equivalent=str.__eq__))
+    for p, r in zip(problems, results):
+        steps = r.candidates[r.chosen].steps
+        assert check_solution(p, steps).process_correct, (p.text, steps)
+        assert r.generated_tokens >= 8 * sum(len(s) + 1 for s in steps[:1])
