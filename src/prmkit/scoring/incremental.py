@@ -12,8 +12,11 @@ result is the same computation as `Scorer.score` (equal within float rounding).
     inc.score(problem, [steps_a + [next_a], ...])  # runs only next_a's tokens
     inc.forget(problem)                            # frees that problem's caches
 
-New segments of several partial solutions run in one padded batch: each row's cached
-past is placed right-aligned before its new tokens, and a 4D mask hides the padding.
+A prefix's cache holds only its own tokens' keys/values and a link to its parent's, so
+siblings share their common past in memory. In one forward pass, the partial solutions
+that extend the same cached prefix share one row: their new segments are packed after
+that past, each seeing the past and itself only (a 4D mask); rows of different pasts
+are padded (pasts right-aligned against the new tokens).
 """
 
 from __future__ import annotations
@@ -33,30 +36,47 @@ from prmkit.scoring.scorer import Scorer, as_problem_steps
 Key = tuple[str, tuple[str, ...]]  # (problem, steps of the prefix)
 
 
-@dataclass
 class _Past:
-    """The key/value cache of one prefix: [2, layers, kv_heads, length, head_dim]."""
+    """The key/value cache of one prefix: its own tokens' [2, layers, kv_heads, n, head_dim]
+    on top of its parent's (None: the prefix starts at the first token)."""
 
-    kv: torch.Tensor
+    __slots__ = ("own", "parent", "length")
 
-    @property
-    def length(self) -> int:
-        return self.kv.shape[-2]
+    def __init__(self, own: torch.Tensor, parent: _Past | None):
+        self.own, self.parent = own, parent
+        self.length = own.shape[-2] + (parent.length if parent is not None else 0)
+
+    def pieces(self) -> list[torch.Tensor]:
+        """The own caches from the first token on."""
+        out, node = [], self
+        while node is not None:
+            out.append(node.own)
+            node = node.parent
+        return out[::-1]
 
 
 @dataclass
 class _Job:
-    """One row of a forward pass: `new_ids` on top of `past` (None: nothing cached)."""
+    """Steps to score: `new_ids` on top of `past` (None: nothing cached)."""
 
-    key: Key  # the prefix whose cache this row leaves
+    key: Key  # the prefix whose cache this job leaves
     past: _Past | None
     new_ids: list[int]
     label_offsets: list[int]  # index in new_ids of each new step's label token
     label_keys: list[Key]  # the prefix each label scores
-    past_len: int = field(init=False)
 
-    def __post_init__(self):
-        self.past_len = 0 if self.past is None else self.past.length
+
+@dataclass
+class _Row:
+    """Jobs packed in one row after their shared past."""
+
+    past: _Past | None
+    jobs: list[_Job] = field(default_factory=list)
+    width: int = 0  # new tokens
+
+    @property
+    def past_len(self) -> int:
+        return 0 if self.past is None else self.past.length
 
 
 class IncrementalScorer:
@@ -66,7 +86,9 @@ class IncrementalScorer:
     `cast_weights`: the same dtype handling, the caller's model untouched), or a `Scorer`
     whose model and settings are used as they are.
     max_cached_prefixes: most prefixes whose key/value cache is kept (least recently used
-    dropped first); max_cached_tokens optionally bounds their total length too. A cached
+    dropped first); max_cached_tokens optionally bounds the sum of their lengths
+    (`cached_tokens`), which bounds the memory held: prefixes share their common past, so
+    the memory is that of the distinct tokens, at most `cached_tokens` tokens. A cached
     token costs 2 x layers x kv_heads x head_dim values of the compute dtype (23 KB for
     SmolLM2-135M in bf16). Dropped prefixes are recomputed from a shorter one when needed.
     max_cached_scores: most step scores kept (one float each).
@@ -212,94 +234,108 @@ class IncrementalScorer:
             keys.append((problem, steps[: j + 1]))
         return _Job((problem, steps), past, new_ids, offsets, keys)
 
-    def _batches(self, jobs: list[_Job]) -> list[list[_Job]]:
-        """Rows sorted by new length; a batch stays within both budgets and max_padding."""
-        order = sorted(jobs, key=lambda j: (-len(j.new_ids), -j.past_len))
+    def _batches(self, jobs: list[_Job]) -> list[list[_Row]]:
+        """Jobs of one past packed in rows (at most token_budget new tokens each), rows
+        sorted by width; a batch stays within both budgets and max_padding."""
+        rows: dict[int, list[_Row]] = {}
+        for job in jobs:
+            shared = rows.setdefault(id(job.past) if job.past is not None else id(job), [])
+            if not shared or shared[-1].width + len(job.new_ids) > self.token_budget:
+                shared.append(_Row(job.past))
+            shared[-1].jobs.append(job)
+            shared[-1].width += len(job.new_ids)
+        order = sorted((r for group in rows.values() for r in group),
+                       key=lambda r: (-r.width, -r.past_len))
         batches, group = [], []
-        for job in order:
+        for row in order:
             if group:
-                longest = len(group[0].new_ids)
-                past = max(job.past_len, *(j.past_len for j in group))
+                longest = group[0].width
+                past = max(row.past_len, *(r.past_len for r in group))
                 n = len(group) + 1
                 if ((self.max_batch_size is not None and n > self.max_batch_size)
-                        or longest - len(job.new_ids) > self.max_padding * longest
+                        or longest - row.width > self.max_padding * longest
                         or n * longest > self.token_budget or n * past > self.past_budget):
                     batches.append(group)
                     group = []
-            group.append(job)
+            group.append(row)
         if group:
             batches.append(group)
         return batches
 
     # ---- forward ------------------------------------------------------------------------
-    def _run(self, jobs: list[_Job]) -> dict[Key, float]:
-        """One forward pass over `jobs`; caches each row's new past and step scores."""
+    def _run(self, rows: list[_Row]) -> dict[Key, float]:
+        """One forward pass over `rows`; caches each job's new past and step scores."""
         dev = self.scorer.device
-        rows, width = len(jobs), max(len(j.new_ids) for j in jobs)
-        past_width = max(j.past_len for j in jobs)
-        ids = torch.full((rows, width), self.scorer.pad_id, dtype=torch.long)
-        positions = torch.zeros((rows, width), dtype=torch.long)
-        starts = torch.zeros(rows, dtype=torch.long)  # first real column of each row
-        labels, probs = [], []
-        for r, job in enumerate(jobs):
-            n = len(job.new_ids)
-            ids[r, :n] = torch.tensor(job.new_ids, dtype=torch.long)
-            positions[r] = torch.arange(job.past_len, job.past_len + width)
-            starts[r] = past_width - job.past_len
-            labels.extend((r, o) for o in job.label_offsets)
-        # row r, query i may see columns [starts[r], past_width + i]: its own past
-        # (right-aligned against the new tokens) and the new tokens up to itself
-        cols = torch.arange(past_width + width)
-        allowed = ((cols[None, None, :] >= starts[:, None, None])
-                   & (cols[None, None, :] <= past_width + torch.arange(width)[None, :, None]))
+        width = max(r.width for r in rows)
+        past_width = max(r.past_len for r in rows)
+        ids = torch.full((len(rows), width), self.scorer.pad_id, dtype=torch.long)
+        positions = torch.zeros((len(rows), width), dtype=torch.long)
+        # query i of row r may see its row's past (right-aligned before the new tokens)
+        # and its own job's new tokens up to itself; a padding query sees itself only
+        allowed = torch.zeros((len(rows), width, past_width + width), dtype=torch.bool)
+        allowed[:, torch.arange(width), past_width + torch.arange(width)] = True
+        labels, spans = [], []
+        for r, row in enumerate(rows):
+            a = 0
+            allowed[r, : row.width, past_width - row.past_len: past_width] = True
+            for job in row.jobs:
+                b = a + len(job.new_ids)
+                ids[r, a:b] = torch.tensor(job.new_ids, dtype=torch.long)
+                positions[r, a:b] = torch.arange(row.past_len, row.past_len + b - a)
+                allowed[r, a:b, past_width + a: past_width + b] = torch.ones(
+                    b - a, b - a, dtype=torch.bool).tril()
+                labels.extend((r, a + o) for o in job.label_offsets)
+                spans.append((r, a, b, job))
+                a = b
 
         model = self.model
         was_training = model.training
         model.eval()
+        probs: list[float] = []
         try:
             with torch.inference_mode(), torch.autocast(dev.type, dtype=self.scorer.dtype,
                                                         enabled=self.scorer.autocast):
-                cache = self._batch_cache(jobs, past_width, dev)
+                cache = self._batch_cache(rows, past_width, dev)
                 mask = additive_attention_mask(allowed.to(dev), model.compute_dtype)
                 out = model.backbone.get_decoder()(
                     input_ids=ids.to(dev), attention_mask=mask, position_ids=positions.to(dev),
                     past_key_values=cache, use_cache=True)
-                hidden = out.last_hidden_state
                 if labels:
                     at = torch.tensor(labels, dtype=torch.long, device=dev)
-                    logits = model.classify(hidden[at[:, 0], at[:, 1]])
+                    logits = model.classify(out.last_hidden_state[at[:, 0], at[:, 1]])
                     probs = model.correct_probability(logits.float()).cpu().tolist()
                 layers = [(layer.keys, layer.values) for layer in cache.layers]
-                for r, job in enumerate(jobs):
-                    end = past_width + len(job.new_ids)
-                    s = int(starts[r])
-                    kv = torch.stack([torch.stack([k[r, :, s:end], v[r, :, s:end]])
-                                      for k, v in layers], dim=1)
-                    self._store_past(job.key, _Past(kv))
+                for r, a, b, job in spans:
+                    cols = slice(past_width + a, past_width + b)
+                    own = torch.stack([torch.stack([k[r, :, cols], v[r, :, cols]])
+                                       for k, v in layers], dim=1)
+                    self._store_past(job.key, _Past(own, job.past))
         finally:
             model.train(was_training)
-        self.tokens_scored += sum(len(j.new_ids) for j in jobs)
-        scores = dict(zip((key for job in jobs for key in job.label_keys), probs, strict=True))
+        self.tokens_scored += sum(r.width for r in rows)
+        keys = (key for r in rows for job in r.jobs for key in job.label_keys)
+        scores = dict(zip(keys, probs, strict=True))
         for key, p in scores.items():
             self._store_score(key, p)
         return scores
 
-    def _batch_cache(self, jobs: list[_Job], past_width: int, dev: torch.device):
+    def _batch_cache(self, rows: list[_Row], past_width: int, dev: torch.device):
         """A DynamicCache holding each row's past, right-aligned in `past_width` columns."""
         from transformers import DynamicCache
 
         if past_width == 0:
             return DynamicCache()
-        ref = next(j.past for j in jobs if j.past is not None)
-        shape = ref.kv.shape
-        if all(j.past is ref for j in jobs):  # one shared parent: no per-row copy here
-            kv = ref.kv.unsqueeze(2).expand(-1, -1, len(jobs), -1, -1, -1)
+        ref = next(r.past for r in rows if r.past is not None).pieces()[0]
+        shape = (ref.shape[0], ref.shape[1], len(rows), ref.shape[2], past_width, ref.shape[4])
+        if len(rows) == 1:
+            kv = torch.cat(rows[0].past.pieces(), dim=-2).unsqueeze(2)
         else:
-            kv = torch.zeros((shape[0], shape[1], len(jobs), shape[2], past_width, shape[4]),
-                             dtype=ref.kv.dtype, device=dev)
-            for r, job in enumerate(jobs):
-                if job.past is not None:
-                    kv[:, :, r, :, past_width - job.past_len:] = job.past.kv
+            kv = torch.zeros(shape, dtype=ref.dtype, device=dev)
+            for r, row in enumerate(rows):
+                at = past_width - row.past_len
+                for piece in row.past.pieces() if row.past is not None else []:
+                    kv[:, :, r, :, at: at + piece.shape[-2]] = piece
+                    at += piece.shape[-2]
         return DynamicCache([(kv[0, i], kv[1, i]) for i in range(shape[1])])
 
     # ---- caches -------------------------------------------------------------------------
