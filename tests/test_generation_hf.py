@@ -100,12 +100,14 @@ def test_stop_string_cuts_the_completion_and_counts_tokens_up_to_it(sampler):
     free = sampler.generate([req("s", "What is", seed=11)],
                             SamplingParams(temperature=1.0, max_tokens=16))[0].completions[0]
     assert free.finish_reason == "length" and free.num_tokens == 16
+    assert free.extra["stop_reason"] is None
     stop = free.text[6:8]
     cut = free.text.find(stop)
     out = sampler.generate([req("s", "What is", seed=11)],
                            SamplingParams(temperature=1.0, max_tokens=16, stop=(stop,)))[0]
     got = out.completions[0]
     assert got.text == free.text[:cut] and got.finish_reason == "stop"
+    assert got.extra["stop_reason"] == stop  # step search tells a step end from an EOS
     assert got.extra["token_ids"] == free.extra["token_ids"][:got.num_tokens]
     # counted: the tokens up to the one that completes the stop string, not what follows
     def first(k):
@@ -137,6 +139,7 @@ def test_eos_ends_the_completion_and_counts_as_a_generated_token(tiny_dir):
         s.eos_ids = [eos]
         got = s.generate([req("e", "The answer", seed=4)], params)[0].completions[0]
     assert got.finish_reason == "stop" and got.num_tokens == k + 1
+    assert got.extra["stop_reason"] is None
     assert got.text == s.tokenizer.decode(ids[:k])
 
 

@@ -71,6 +71,10 @@ class SampleRequest:
 
 @dataclass
 class Completion:
+    """`extra["stop_reason"]`: the stop string that ended the completion, None when it
+    ended at the end of sequence or the length limit (as vLLM reports it). Backends that
+    know set it; step-by-step search reads a missing one as "ended at the step separator"."""
+
     text: str
     num_tokens: int  # generated tokens
     finish_reason: str  # "stop" (a stop string or end of sequence) or "length"

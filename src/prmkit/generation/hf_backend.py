@@ -238,14 +238,16 @@ class HFSampler(Sampler):
         if stopped_at is not None and (eos_at is None or stopped_at <= eos_at):
             kept = ids[:stopped_at]
             text = self.tokenizer.decode(kept, skip_special_tokens=True)
-            cut = min((p for p in (text.find(s) for s in params.stop) if p >= 0), default=None)
+            found = [(p, s) for s in params.stop if (p := text.find(s)) >= 0]
+            cut, which = min(found) if found else (None, None)
             return Completion(text if cut is None else text[:cut], len(kept), "stop",
-                              {"token_ids": kept})
+                              {"token_ids": kept, "stop_reason": which})
         if eos_at is not None:  # the end-of-sequence token counts as generated
             text = self.tokenizer.decode(ids[:eos_at], skip_special_tokens=True)
-            return Completion(text, eos_at + 1, "stop", {"token_ids": ids[:eos_at + 1]})
+            return Completion(text, eos_at + 1, "stop",
+                              {"token_ids": ids[:eos_at + 1], "stop_reason": None})
         return Completion(self.tokenizer.decode(ids, skip_special_tokens=True), len(ids),
-                          "length", {"token_ids": ids})
+                          "length", {"token_ids": ids, "stop_reason": None})
 
 
 def _as_list(value) -> list:
