@@ -274,3 +274,16 @@ def test_sliding_window_backbone_shorter_than_max_length_is_refused():
     model.config.step_format = StepFormat(max_length=64)
     model._encoder = None
     IncrementalScorer(model, dtype=None)  # every window covers the whole solution
+
+
+def test_sibling_prefixes_share_their_parents_cache_in_memory():
+    model = make_model()
+    inc = IncrementalScorer(model, dtype=None)
+    parent = ["Let x be a number.", "Then 2x + 3 = 11."]
+    children = [parent + [s] for s in ("So x = 4.", "So x = 7.", "The answer is 42.")]
+    inc.score(PROBLEMS[0], [parent])
+    inc.score(PROBLEMS[0], children)
+    held = {id(t): t for past in inc._pasts.values() for t in past.pieces()}
+    distinct = expected_tokens(model, [(PROBLEMS[0], c) for c in children])
+    assert sum(t.shape[-2] for t in held.values()) == distinct
+    assert inc.cached_tokens > distinct  # the sum of the prefixes' lengths: an upper bound
