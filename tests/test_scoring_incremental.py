@@ -197,6 +197,11 @@ def test_lru_bound_on_cached_prefixes_recomputes_evicted_prefixes_alike():
     by_tokens, worst, _ = run_search(model, 5, PROBLEMS[:1], width=6, max_cached_tokens=100)
     assert worst <= FP32_TOLERANCE and by_tokens.cached_tokens <= 100
     assert by_tokens.tokens_scored > unbounded.tokens_scored
+    # caches smaller than one call's needs: the call still completes (no endless re-runs)
+    for size in (0, 1):
+        none, worst, _ = run_search(model, 5, PROBLEMS[:2], rounds=3, width=3,
+                                    max_cached_prefixes=size)
+        assert worst <= FP32_TOLERANCE and none.cached_prefixes == size
 
 
 def test_forget_and_reset_free_the_caches():

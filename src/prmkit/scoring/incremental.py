@@ -153,18 +153,19 @@ class IncrementalScorer:
             problem, steps = as_problem_steps(item)
             requests.append((problem, tuple(steps)))
         fits = [self._steps_that_fit(p, s) for p, s in requests]
-        got: dict[Key, float] = {}  # this call's scores, safe from eviction
+        got: dict[Key, float] = {}  # this call's scores and pasts, safe from eviction
+        made: dict[Key, _Past] = {}
         pending = sorted(range(len(requests)), key=lambda i: fits[i])
         while pending:  # a request that extends a prefix run in this wave waits for it
             jobs, planned = [], set()
             for i in pending:
                 problem, steps = requests[i]
-                job = self._plan(problem, steps[: fits[i]], planned, got)
+                job = self._plan(problem, steps[: fits[i]], planned, got, made)
                 if job is not None:
                     planned.add(job.key)
                     jobs.append(job)
             for batch in self._batches(jobs):
-                got.update(self._run(batch))
+                got.update(self._run(batch, made))
             pending = [i for i in pending
                        if self._missing(requests[i][0], requests[i][1][: fits[i]], got) is not None]
         return [self._result(p, s, fits[i], got) for i, (p, s) in enumerate(requests)]
@@ -212,21 +213,24 @@ class IncrementalScorer:
         return None
 
     def _plan(self, problem: str, steps: tuple[str, ...], planned: set[Key],
-              got: dict[Key, float]) -> _Job | None:
+              got: dict[Key, float], made: dict[Key, _Past]) -> _Job | None:
         """The job that scores the unknown steps of `steps` (all of which fit), or None
         when every score is known or the job must wait for a prefix planned in this wave."""
         first = self._missing(problem, steps, got)
         if first is None:
             return None
-        start = next((k for k in range(first, -1, -1) if (problem, steps[:k]) in self._pasts),
+        start = next((k for k in range(first, -1, -1)
+                      if (problem, steps[:k]) in made or (problem, steps[:k]) in self._pasts),
                      None)
         after = -1 if start is None else start
         if any((problem, steps[:j]) in planned for j in range(after + 1, len(steps) + 1)):
             return None  # a longer prefix is being computed in this wave: wait for it
         if start is None:  # nothing cached: the prompt first, shared by the problem's rows
             return _Job((problem, ()), None, list(self.encoder.prompt_ids(problem)), [], [])
-        past = self._pasts[(problem, steps[:start])]
-        self._pasts.move_to_end((problem, steps[:start]))
+        key = (problem, steps[:start])
+        past = made.get(key) or self._pasts[key]
+        if key in self._pasts:
+            self._pasts.move_to_end(key)
         new_ids, offsets, keys = [], [], []
         for j in range(start, len(steps)):
             new_ids.extend(self.encoder.step_ids(steps[j]))
@@ -263,8 +267,9 @@ class IncrementalScorer:
         return batches
 
     # ---- forward ------------------------------------------------------------------------
-    def _run(self, rows: list[_Row]) -> dict[Key, float]:
-        """One forward pass over `rows`; caches each job's new past and step scores."""
+    def _run(self, rows: list[_Row], made: dict[Key, _Past]) -> dict[Key, float]:
+        """One forward pass over `rows`; caches each job's new past (also in `made`) and
+        step scores."""
         dev = self.scorer.device
         width = max(r.width for r in rows)
         past_width = max(r.past_len for r in rows)
@@ -309,7 +314,8 @@ class IncrementalScorer:
                     cols = slice(past_width + a, past_width + b)
                     own = torch.stack([torch.stack([k[r, :, cols], v[r, :, cols]])
                                        for k, v in layers], dim=1)
-                    self._store_past(job.key, _Past(own, job.past))
+                    made[job.key] = _Past(own, job.past)
+                    self._store_past(job.key, made[job.key])
         finally:
             model.train(was_training)
         self.tokens_scored += sum(r.width for r in rows)
