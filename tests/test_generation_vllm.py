@@ -97,7 +97,9 @@ class TestTinyLlama:
     def test_stop_string_ends_the_sample_and_is_not_in_it(self, tiny):
         req = SampleRequest("s", Prompt(text="Let x ="), n=1, seed=11)
         params = SamplingParams(temperature=1.0, max_tokens=60)
-        full = texts(tiny.generate([req], params)[0])[0]
+        free = tiny.generate([req], params)[0].completions[0]
+        full = free.text
+        assert free.extra == {"stop_reason": None}
         ascii_pairs = [full[i:i + 2] for i in range(8, len(full) - 1)
                        if full[i:i + 2].isascii() and full[i:i + 2].isalpha()]
         assert ascii_pairs, f"no two ASCII letters in a row to stop at: {full!r}"

@@ -168,7 +168,8 @@ class VllmSampler(Sampler):
 
 def completion(out) -> Completion:
     """A vLLM `CompletionOutput` as a prmkit `Completion` (a stop string is not in the text)."""
-    extra = {"stop_reason": out.stop_reason} if isinstance(out.stop_reason, str) else {}
+    # the stop string that ended it; None at the end of sequence (vLLM may give a token id)
+    extra = {"stop_reason": out.stop_reason if isinstance(out.stop_reason, str) else None}
     return Completion(text=out.text, num_tokens=len(out.token_ids),
                       finish_reason="length" if out.finish_reason == "length" else "stop",
                       extra=extra)
