@@ -309,12 +309,12 @@ class IncrementalScorer:
                     at = torch.tensor(labels, dtype=torch.long, device=dev)
                     logits = model.classify(out.last_hidden_state[at[:, 0], at[:, 1]])
                     probs = model.correct_probability(logits.float()).cpu().tolist()
-                layers = [(layer.keys, layer.values) for layer in cache.layers]
+                # the new columns of every layer in one copy: [2, layers, rows, kv_heads, width, d]
+                new = torch.stack([torch.stack([layer.keys[:, :, past_width:],
+                                                layer.values[:, :, past_width:]])
+                                   for layer in cache.layers], dim=1)
                 for r, a, b, job in spans:
-                    cols = slice(past_width + a, past_width + b)
-                    own = torch.stack([torch.stack([k[r, :, cols], v[r, :, cols]])
-                                       for k, v in layers], dim=1)
-                    made[job.key] = _Past(own, job.past)
+                    made[job.key] = _Past(new[:, :, r, :, a:b].clone(), job.past)
                     self._store_past(job.key, made[job.key])
         finally:
             model.train(was_training)
