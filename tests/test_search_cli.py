@@ -20,6 +20,7 @@ PROBLEMS = [
 def folders(tmp_path_factory):
     from prmkit.models.backbones import tiny_random
     from prmkit.models.config import RewardModelConfig
+    from prmkit.models.formatting import StepFormat
     from prmkit.models.reward_model import StepRewardModel
 
     root = tmp_path_factory.mktemp("search-cli")
@@ -27,7 +28,8 @@ def folders(tmp_path_factory):
     gen.save_pretrained(root / "gen")
     tok.save_pretrained(root / "gen")
     backbone, tok = tiny_random(seed=1)
-    StepRewardModel.from_backbone(backbone, tok, RewardModelConfig()).save_pretrained(
+    config = RewardModelConfig(step_format=StepFormat(step_separator="e"))
+    StepRewardModel.from_backbone(backbone, tok, config).save_pretrained(
         root / "prm")
     problems = root / "problems.jsonl"
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
@@ -35,12 +37,12 @@ def folders(tmp_path_factory):
 
 
 def search_argv(root, out, *extra):
-    # "e" as an extra stop string gives the random model short steps (the HF backend does
-    # not say which stop string ended a step, so a step ended by "e" stays open)
+    # the PRM's step separator "e" gives the random generator short steps that end at the
+    # separator (an open candidate), so the beam runs several rounds
     return ["search", "--model", str(root / "gen"), "--prm", str(root / "prm"),
             "--problems", str(root / "problems.jsonl"), "--n", "4", "--beam-width", "2",
             "--max-steps", "3", "--step-max-tokens", "6", "--max-tokens", "12",
-            "--stop", "e", "--prm-dtype", "fp32", "--no-progress", "-o", str(out), *extra]
+            "--prm-dtype", "fp32", "--no-progress", "-o", str(out), *extra]
 
 
 def lines(path):
