@@ -16,8 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-import orjson
-
+from prmkit.data.io import read_resumable_output
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
 from prmkit.search.config import APPROACHES
@@ -67,28 +66,12 @@ def existing_output(path: Path) -> tuple[set[str], dict | None]:
     line (a run killed mid-write) is cut off."""
     ids: set[str] = set()
     record = None
-    good_end = 0
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                break
-            good_end += len(raw)
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise DataError(str(path), lineno, None,
-                                "malformed line in the output file; cannot resume it") from None
-            if not isinstance(obj, dict) or "id" not in obj:
-                raise DataError(str(path), lineno, "id", "not a search result line")
-            ids.add(str(obj["id"]))
-            if record is None:
-                record = obj.get("search")
-    if good_end < path.stat().st_size:
-        log.warning("%s: dropping an incomplete last line before resuming", path)
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
+    for lineno, obj in read_resumable_output(path):
+        if not isinstance(obj, dict) or "id" not in obj:
+            raise DataError(str(path), lineno, "id", "not a search result line")
+        ids.add(str(obj["id"]))
+        if record is None:
+            record = obj.get("search")
     return ids, record
 
 

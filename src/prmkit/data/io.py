@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -79,3 +80,29 @@ def file_fingerprint(path: str | Path) -> dict:
             f.seek(max(_ENDS, size - _ENDS))
             digest.update(f.read(_ENDS))
     return {"path": os.path.abspath(p), "size": size, "ends_sha256": digest.hexdigest()}
+
+
+def read_resumable_output(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, object) of each complete line of a JSONL output that a run appends to.
+    An incomplete last line (a run killed mid-write) is cut off once the lines are read, so
+    that appending continues from a clean line; a malformed complete line is a DataError."""
+    path = Path(path)
+    good_end = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                break  # only the last line can lack its newline: a partial write, dropped
+            good_end += len(raw)
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise DataError(str(path), lineno, None,
+                                "malformed line in the output file; cannot resume it") from None
+            yield lineno, obj
+    if good_end < path.stat().st_size:
+        logging.getLogger("prmkit.data").warning(
+            "%s: dropping an incomplete last line before resuming", path)
+        with open(path, "r+b") as f:
+            f.truncate(good_end)

@@ -29,7 +29,7 @@ import orjson
 from tqdm import tqdm
 
 from prmkit import __version__
-from prmkit.data.io import dumps_line
+from prmkit.data.io import dumps_line, read_resumable_output
 from prmkit.data.jsonstream import iter_any_json
 from prmkit.data.math_problems import parse_problem
 from prmkit.data.records import Problem
@@ -120,29 +120,13 @@ def _existing_output(path: Path) -> tuple[set[tuple[str, int]], dict | None]:
     incomplete last line (a run killed mid-write) is cut off before appending."""
     done: set[tuple[str, int]] = set()
     generated_by = None
-    good_end = 0
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                break  # only the last line can lack its newline: a partial write, dropped
-            good_end += len(raw)
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise DataError(str(path), lineno, None,
-                                "malformed line in the output file; cannot resume it") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("sample_index"), int):
-                raise DataError(str(path), lineno, "sample_index",
-                                "missing: not a file written by prmkit generate")
-            done.add((str(obj.get("unique_id")), obj["sample_index"]))
-            if generated_by is None and isinstance(obj.get("generated_by"), dict):
-                generated_by = obj["generated_by"]
-    if good_end < path.stat().st_size:
-        log.warning("%s: dropping an incomplete last line before resuming", path)
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
+    for lineno, obj in read_resumable_output(path):
+        if not isinstance(obj, dict) or not isinstance(obj.get("sample_index"), int):
+            raise DataError(str(path), lineno, "sample_index",
+                            "missing: not a file written by prmkit generate")
+        done.add((str(obj.get("unique_id")), obj["sample_index"]))
+        if generated_by is None and isinstance(obj.get("generated_by"), dict):
+            generated_by = obj["generated_by"]
     return done, generated_by
 
 

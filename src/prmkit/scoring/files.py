@@ -26,10 +26,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 from tqdm import tqdm
 
-from prmkit.data.io import dumps_line, iter_jsonl
+from prmkit.data.io import dumps_line, iter_jsonl, read_resumable_output
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
 from prmkit.scoring.provenance import check_same_scorer
@@ -92,28 +91,12 @@ def _existing_output(path: Path) -> tuple[set[str], int, dict | None]:
     ids: set[str] = set()
     count = 0
     scored_by = None
-    good_end = 0
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                break  # only the last line can lack its newline: a partial write, dropped
-            good_end += len(raw)
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise DataError(str(path), lineno, None,
-                                "malformed line in the output file; cannot resume it") from None
-            if isinstance(obj, dict) and _record_id(obj) is not None:
-                ids.add(_record_id(obj))
-            if scored_by is None and isinstance(obj, dict):
-                scored_by = obj.get("scored_by")
-            count += 1
-    if good_end < path.stat().st_size:
-        log.warning("%s: dropping an incomplete last line before resuming", path)
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
+    for _, obj in read_resumable_output(path):
+        if isinstance(obj, dict) and _record_id(obj) is not None:
+            ids.add(_record_id(obj))
+        if scored_by is None and isinstance(obj, dict):
+            scored_by = obj.get("scored_by")
+        count += 1
     return ids, count, scored_by if isinstance(scored_by, dict) else None
 
 
