@@ -66,7 +66,7 @@ def test_outputs_come_back_in_input_order(sampler, tiny_dir):
     tok = sampler.tokenizer
     assert [o.prompt_tokens for o in outs] == [len(tok(p)["input_ids"]) for p in prompts]
     for i, p in enumerate(prompts):
-        assert texts(sampler.generate([req("x", p, seed=i)], SAMPLE)[0]) == texts(outs[i])
+        assert texts(sampler.generate([req(str(i), p, seed=i)], SAMPLE)[0]) == texts(outs[i])
 
 
 def test_temperature_zero_is_plain_greedy_generate(sampler):
@@ -190,3 +190,10 @@ def test_smollm2_greedy_chat_completion_honours_the_stop_string(smollm2_dir):
     assert got.finish_reason == "stop"
     assert got.text == free.text[:free.text.index(".")]
     assert got.num_tokens < free.num_tokens
+
+
+def test_consecutive_request_seeds_do_not_repeat_samples(sampler):
+    # with seed + index, sample 1 of seed 0 would be sample 0 of seed 1
+    a = texts(sampler.generate([req("k", "Two", n=2, seed=0)], SAMPLE)[0])
+    b = texts(sampler.generate([req("k", "Two", n=2, seed=1)], SAMPLE)[0])
+    assert not set(a) & set(b)

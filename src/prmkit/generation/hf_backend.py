@@ -1,8 +1,8 @@
 """Hugging Face `generate` over a local model folder: no dependency beyond transformers.
 
-Every sample (row) draws its tokens from its own `torch.Generator`, seeded with the
-request's seed + the sample's index (vLLM's convention), so a sample depends on its
-prompt and seed only, not on `n`, on the other rows of its batch or on resume. Rows of
+Every sample (row) draws its tokens from its own `torch.Generator`, seeded with
+`sample_seed(request seed, key, index)` (as the vLLM backend does; seed + index would make
+requests with seeds 0 and 1 share samples), so a sample depends on its request only, not on `n`, on the other rows of its batch or on resume. Rows of
 several requests share a batch (left padding, KV cache); batching changes only the
 rounding of the logits, which in float32 never moved a sample in our tests. In bf16/fp16
 a near tie can resolve differently in another batch: use `batch_size=1` or float32 for
@@ -187,7 +187,7 @@ class HFSampler(Sampler):
             ids = self.prompt_ids(req)
             prompt_tokens.append(len(ids))
             seed = req.seed if req.seed is not None else sample_seed(self.seed, req.key)
-            rows += [_Row(r, j, ids, (seed + j) & 0x7FFFFFFFFFFFFFFF) for j in range(req.n)]
+            rows += [_Row(r, j, ids, sample_seed(seed, req.key, j)) for j in range(req.n)]
         results: list[Completion | None] = [None] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt_ids))  # less padding
         bar = tqdm(total=len(rows), unit="sample", desc="generating", disable=not progress,
