@@ -93,3 +93,13 @@ def test_truncated_solution_never_outranks_a_complete_one():
 def test_demo_cli_rejects_bad_seeds(capsys):
     assert main(["demo", "--seeds", "a,b"]) == 2
     assert "--seeds" in capsys.readouterr().err
+
+
+def test_demo_set_overrides_are_typed_and_unknown_fields_are_refused():
+    from prmkit.demo.run import DemoConfig, with_overrides
+
+    cfg = with_overrides(DemoConfig(), ["reward_steps=7", "lr=0.5", "aggregation=prod"])
+    assert (cfg.reward_steps, cfg.lr, cfg.aggregation) == (7, 0.5, "prod")
+    for bad, says in (("nope=1", "no field 'nope'"), ("reward_steps=x", "reward_steps=x")):
+        with pytest.raises(ValueError, match=says):
+            with_overrides(DemoConfig(), [bad])

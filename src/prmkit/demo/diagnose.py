@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +25,9 @@ from prmkit.demo.run import (
     _same_number,
     _score,
     _solution_score,
-     seed_world,
+    seed_world,
     train_seed_models,
+    with_overrides,
 )
 from prmkit.evaluation import bon_curves
 from prmkit.evaluation.bon import ProblemPool
@@ -171,12 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a DemoConfig field (int, float or text)")
     args = ap.parse_args(argv)
-    cfg = DemoConfig(progress=False)
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if not hasattr(cfg, key):
-            ap.error(f"--set {item}: DemoConfig has no field {key!r}")
-        cfg = replace(cfg, **{key: type(getattr(cfg, key))(value)})
+    try:
+        cfg = with_overrides(DemoConfig(progress=False), args.set)
+    except ValueError as e:
+        ap.error(str(e))
     r = diagnose(args.seed, cfg, Path(args.work))
     print(format_report(r))
     Path(args.work, f"seed{args.seed}", "diagnosis.json").write_text(json.dumps(r, indent=1))

@@ -11,7 +11,7 @@ averaged over seeds and written as metrics.json, plots and an HTML report.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +54,19 @@ class DemoConfig:
     threads: int = 2  # torch CPU threads: fixed, so that a run's figures repeat exactly
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
+
+
+def with_overrides(cfg: DemoConfig, items: list[str]) -> DemoConfig:
+    """`cfg` with `FIELD=VALUE` overrides (the value converted to the field's type)."""
+    for item in items:
+        key, _, value = item.partition("=")
+        if key not in DemoConfig.__dataclass_fields__:
+            raise ValueError(f"--set {item}: DemoConfig has no field {key!r}")
+        try:
+            cfg = replace(cfg, **{key: type(getattr(cfg, key))(value)})
+        except ValueError as e:
+            raise ValueError(f"--set {item}: {e}") from None
+    return cfg
 
 
 def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:

@@ -18,14 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from prmkit.demo import world
-from prmkit.demo.run import DemoConfig, _same_number, seed_world, train_seed_models
+from prmkit.demo.run import (
+    DemoConfig,
+    _same_number,
+    seed_world,
+    train_seed_models,
+    with_overrides,
+)
 from prmkit.demo.sampler import WorldSampler
 from prmkit.generation import SamplingParams
 from prmkit.search import RescoringScorer, SearchConfig, run_search
@@ -205,12 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a DemoConfig field (int, float or text)")
     args = ap.parse_args(argv)
-    cfg = DemoConfig(progress=False)
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if not hasattr(cfg, key):
-            ap.error(f"--set {item}: DemoConfig has no field {key!r}")
-        cfg = replace(cfg, **{key: type(getattr(cfg, key))(value)})
+    try:
+        cfg = with_overrides(DemoConfig(progress=False), args.set)
+    except ValueError as e:
+        ap.error(str(e))
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     t0 = time.perf_counter()
