@@ -186,7 +186,7 @@ def test_labels_never_cast_to_bool_regression(tok):
     """Regression after a known PRM trainer bug: labels were cast to bool, so the ignore
     value (-100) and soft targets became True. Here a soft label keeps its value, an
     unlabelled step (None) gets no target, and a 0.0 label stays a wrong-step target."""
-    packing = pytest.importorskip("prmkit.training.packing")
+    from prmkit.training import packing
     ex = StepExample(problem=PROBLEM, steps=tuple(LONG_STEPS), labels=(1.0, 0.25, None, 0.0))
     enc = SegmentEncoder(tok, StepFormat()).encode(ex.problem, ex.steps)
     targets = packing.example_targets(ex, num_classes=2, objective="prm")

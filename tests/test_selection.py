@@ -71,5 +71,4 @@ def test_weighted_vote_sums_scores_per_answer_class():
 
 
 def test_default_clustering_uses_prmkit_grading():
-    pytest.importorskip("prmkit.grading")
     assert cluster_answers(["1/2", "0.5", "\\frac{1}{2}", "3", None]) == [0, 0, 0, 1, -1]
