@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sys
 import time
@@ -29,6 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from scoring_common import machine_facts, max_diff, write_result  # noqa: E402
 
 from prmkit.models.config import RewardModelConfig  # noqa: E402
 from prmkit.models.reward_model import StepRewardModel  # noqa: E402
@@ -41,12 +41,6 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "incremental_scoring.json"
 BF16_TOLERANCE = 0.05  # max |P(+) difference| between the two methods in bf16 (as in
 # bench_scoring_throughput.py: bf16 rounding differs with the shapes of the computation)
 FP32_TOLERANCE = 1e-4
-
-
-def max_diff(a: list[list[float | None]], b: list[list[float | None]]) -> float:
-    pairs = [(x, y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True)]
-    assert all((x is None) == (y is None) for x, y in pairs), "different steps were cut"
-    return max(abs(x - y) for x, y in pairs if x is not None)
 
 
 def beam_rounds(rng: random.Random, pool: list[str], n: int, width: int):
@@ -150,17 +144,10 @@ def main(argv: list[str] | None = None) -> dict:
         "max_abs_diff_bf16": round(bf16_diff, 5),
         "max_abs_diff_fp32": fp32_diff,
         "per_round": per_round,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_at_start": round(load_at_start, 2),
-        "machine": platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "total_seconds": round(time.perf_counter() - started, 1),
+        **machine_facts(started, load_at_start),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "per_round"}, indent=2))
-    return result
+    return write_result(args.out, result,
+                        shown={k: v for k, v in result.items() if k != "per_round"})
 
 
 if __name__ == "__main__":

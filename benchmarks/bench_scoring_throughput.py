@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sys
 import time
@@ -32,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from scoring_common import machine_facts, max_diff, write_result  # noqa: E402
 
 from prmkit.models.config import RewardModelConfig  # noqa: E402
 from prmkit.models.reward_model import StepRewardModel  # noqa: E402
@@ -60,12 +60,6 @@ def prefix_probs(model: StepRewardModel, problem: str, steps: list[str],
             logits = model.backbone(input_ids=torch.tensor([enc.input_ids])).logits
         out.append(logits[0, -1, label_ids].float().softmax(-1)[0].item())
     return out
-
-
-def max_diff(a: list[list[float | None]], b: list[list[float | None]]) -> float:
-    pairs = [(x, y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True)]
-    assert all((x is None) == (y is None) for x, y in pairs), "different steps were cut"
-    return max(abs(x - y) for x, y in pairs if x is not None)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -171,17 +165,9 @@ def main(argv: list[str] | None = None) -> dict:
                           "tokens_run_by_per_prefix": sum(tokens_run)},
         "max_abs_diff_bf16_vs_prefix": round(bf16_diff, 5),
         "max_abs_diff_fp32_vs_prefix": fp32_diff,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_at_start": round(load_at_start, 2),
-        "machine": platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "total_seconds": round(time.perf_counter() - started, 1),
+        **machine_facts(started, load_at_start),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    return result
+    return write_result(args.out, result)
 
 
 if __name__ == "__main__":
