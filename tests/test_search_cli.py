@@ -164,3 +164,22 @@ def test_eval_search_names_the_line_of_a_result_without_gold(tmp_path, capsys):
 
 
 torch.set_num_threads(1)
+
+
+def test_search_cli_takes_the_same_typed_backend_options_as_generate(folders, tmp_path,
+                                                                     monkeypatch):
+    import prmkit.generation
+    from prmkit.errors import PrmkitError
+
+    calls = []
+
+    def fake_get_sampler(backend, model, **options):
+        calls.append((backend, options))
+        raise PrmkitError("no sampling in this test")
+
+    monkeypatch.setattr(prmkit.generation, "get_sampler", fake_get_sampler)
+    argv = search_argv(folders, tmp_path / "r.jsonl", "--backend", "openai",
+                       "--base-url", "http://h:1/v1", "--concurrency", "4",
+                       "--backend-option", "timeout=5", "--prompt-format", "chat")
+    assert main(argv) == 2
+    assert calls == [("openai", {"base_url": "http://h:1/v1", "concurrency": 4, "timeout": 5})]

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import sys
 
-BACKEND_OPTIONS = {  # option -> help; passed to the backend only when given
-    "device": "hf: e.g. cpu, cuda (default: cuda when available)",
-    "dtype": "hf: fp32, bf16, fp16; vllm: auto, bfloat16, ...",
-    "batch_size": "hf: samples per generate call (default 16)",
-    "base_url": "openai: the server, e.g. http://localhost:8000/v1",
-    "api_key_env": "openai: the environment variable holding the API key",
-    "concurrency": "openai: requests in flight",
-    "gpu_memory_utilization": "vllm: share of GPU memory for the engine",
-    "max_model_len": "vllm: context length",
-    "tensor_parallel_size": "vllm: GPUs per model",
-}
-OPTION_TYPES = {"batch_size": int, "concurrency": int, "max_model_len": int,
-                "tensor_parallel_size": int, "gpu_memory_utilization": float}
+from prmkit.cli.backend_options import add_backend_arguments, backend_options
 
 
 def unescape(text: str) -> str:
@@ -32,8 +20,7 @@ def cmd_generate(args) -> int:
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p,
                             max_tokens=args.max_tokens)
     fmt = get_format(args.prompt_format, unescape(args.step_separator))
-    options = {k: getattr(args, k) for k in BACKEND_OPTIONS if getattr(args, k) is not None}
-    with get_sampler(args.backend, args.model, **options) as sampler:
+    with get_sampler(args.backend, args.model, **backend_options(args)) as sampler:
         report = generate_file(sampler, args.problems, args.output, n=args.n, params=params,
                                seed=args.seed, prompt_format=fmt, resume=True,
                                progress=not args.no_progress, force=args.force,
@@ -76,8 +63,5 @@ def register(subparsers) -> None:
                    help="continue an output generated with another model or other settings")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    backend = p.add_argument_group("backend options (passed on only when given)")
-    for name, help_text in BACKEND_OPTIONS.items():
-        backend.add_argument("--" + name.replace("_", "-"), type=OPTION_TYPES.get(name, str),
-                             default=None, help=help_text)
+    add_backend_arguments(p)
     p.set_defaults(func=cmd_generate)

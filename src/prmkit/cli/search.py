@@ -16,6 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
+from prmkit.cli.backend_options import add_backend_arguments, backend_options
 from prmkit.data.io import read_resumable_output
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
@@ -138,7 +139,7 @@ def cmd_search(args) -> int:
     args.stop = [*fmt.stop_strings, *(args.stop or [])]
     config = build_config(args, separator)
     problems = read_problems(args.problems, args.limit)
-    options = dict(_option(o) for o in args.backend_option or [])
+    options = {**dict(_option(o) for o in args.backend_option or []), **backend_options(args)}
     record = {"config": config.to_dict(),
               "generator": {"backend": args.backend, "model": args.model},
               "prm": {"model": str(prm_folder.resolve()),
@@ -226,7 +227,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-tokens", type=int, default=2048, help="per whole solution")
     p.add_argument("--step-max-tokens", type=int, default=512, help="per step")
     p.add_argument("--stop", action="append", help="another stop string; repeatable")
-    p.add_argument("--prompt-style", choices=("fewshot", "chat"), default="fewshot")
+    p.add_argument("--prompt-format", "--prompt-style", dest="prompt_style",
+                   choices=("fewshot", "chat"), default="fewshot")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-problems", type=int, default=8,
                    help="problems searched together (their requests share sampler calls)")
@@ -242,4 +244,5 @@ def register(subparsers) -> None:
                    help="with --resume: append even if the output was written by another "
                         "search (config, generator, PRM or prompt)")
     p.add_argument("--no-progress", action="store_true")
+    add_backend_arguments(p)
     p.set_defaults(func=cmd_search)
