@@ -13,7 +13,8 @@ import sys
 from prmkit import __version__
 from prmkit.errors import PrmkitError
 
-COMMAND_MODULES = ["data", "grade", "train", "score", "select", "eval", "generate", "search", "demo"]
+COMMAND_MODULES = ["data", "grade", "train", "score", "select", "eval", "generate", "search", "active",
+                   "label", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
