@@ -35,6 +35,8 @@ class DataConfig:
     skip_bad: bool = False  # skip malformed records instead of failing
     examples: list | None = None  # Python API: StepExamples instead of files
     eval_examples: list | None = None
+    cache: bool = True  # tokenised/packed rows cached on disk (files only, not examples)
+    cache_dir: str | None = None  # None: $PRMKIT_CACHE/rows (default ~/.cache/prmkit/rows)
 
 
 @dataclass
@@ -69,6 +71,14 @@ class RewardTrainingConfig:
     label_weighting: Literal["auto", "count", "unique"] = "auto"
     bf16: bool = True  # bf16 autocast (CPU and GPU); weights stay fp32
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # Weights as loaded. auto: bf16 where they are frozen under bf16 autocast (LoRA),
+    # else fp32 (trainable weights stay fp32 for the optimizer).
+    torch_dtype: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    # auto: sdpa. The tree mask needs eager, sdpa or flex_attention.
+    attn_implementation: Literal["auto", "eager", "sdpa", "flex_attention",
+                                 "flash_attention_2"] = "auto"
+    gradient_checkpointing: bool = False
+    load_in_4bit: bool = False  # QLoRA: NF4 base weights (bitsandbytes, CUDA only)
     num_threads: int | None = None  # torch CPU threads
     eval_every: int = 0  # optimizer steps; 0 = only at the end
     save_every: int = 0  # optimizer steps; 0 = no intermediate checkpoints
@@ -113,6 +123,8 @@ class RewardTrainingConfig:
         need(self.row_tokens is None or self.row_tokens >= self.model.step_format.max_length,
              f"row_tokens ({self.row_tokens}) must be at least model.step_format.max_length "
              f"({self.model.step_format.max_length})")
+        need(not self.load_in_4bit or self.lora.enabled,
+             "load_in_4bit (QLoRA) trains LoRA adapters: set lora.enabled=true")
         need(bool(self.data.train) or self.data.examples is not None,
              "data.train (files) or data.examples is required")
 
