@@ -1,0 +1,76 @@
+import pytest
+
+from prmkit.active.selection import (
+    Candidate,
+    SelectionConfig,
+    dedupe_key,
+    pool_diversity,
+    select_convincing,
+)
+from prmkit.errors import PrmkitError
+
+
+def cand(pid, i, score, correct, key=None):
+    return Candidate(pid, i, key if key is not None else f"{pid}-{i}", score, correct)
+
+
+def test_per_problem_takes_80_percent_most_convincing_wrong_then_best_of_rest():
+    pool = [cand("p", i, score=i / 10, correct=i % 2 == 0) for i in range(10)]
+    # wrong: 1,3,5,7,9; right: 0,2,4,6,8
+    chosen = select_convincing(pool, SelectionConfig(per_problem=5))
+    assert [c.sample_index for c in chosen] == [9, 7, 5, 3, 8]
+
+
+def test_too_few_wrong_answers_are_filled_from_the_rest():
+    pool = [cand("p", 0, 0.1, False)] + [cand("p", i, i / 10, True) for i in range(1, 6)]
+    chosen = select_convincing(pool, SelectionConfig(per_problem=4))
+    assert [c.sample_index for c in chosen] == [0, 5, 4, 3]
+
+
+def test_duplicates_are_selected_once_keeping_the_highest_score():
+    pool = [cand("p", 0, 0.9, False, key="same"), cand("p", 1, 0.95, False, key="same"),
+            cand("p", 2, 0.5, False), cand("p", 3, 0.4, True)]
+    chosen = select_convincing(pool, SelectionConfig(per_problem=3))
+    assert [c.sample_index for c in chosen] == [1, 2, 3]
+
+
+def test_same_text_in_two_problems_is_not_a_duplicate():
+    pool = [cand("a", 0, 0.9, False, key="x"), cand("b", 0, 0.9, False, key="x")]
+    assert len(select_convincing(pool, SelectionConfig(per_problem=1))) == 2
+
+
+def test_equal_scores_break_ties_by_problem_then_sample_index():
+    pool = [cand("b", 3, 0.5, False), cand("a", 2, 0.5, False), cand("a", 1, 0.5, False)]
+    chosen = select_convincing(pool, SelectionConfig(scope="global", global_top_k=2,
+                                                     convincing_wrong_share=1.0))
+    assert [(c.problem_id, c.sample_index) for c in chosen] == [("a", 1), ("a", 2)]
+    assert select_convincing(list(reversed(pool)), SelectionConfig(per_problem=1)) == \
+        select_convincing(pool, SelectionConfig(per_problem=1))
+
+
+def test_global_scope_ranks_across_problems():
+    pool = [cand("a", 0, 0.9, False), cand("a", 1, 0.8, False), cand("b", 0, 0.1, False),
+            cand("b", 1, 0.99, True)]
+    chosen = select_convincing(pool, SelectionConfig(scope="global", global_top_k=3,
+                                                     convincing_wrong_share=2 / 3))
+    assert [(c.problem_id, c.sample_index) for c in chosen] == [("a", 0), ("a", 1), ("b", 1)]
+
+
+def test_global_scope_without_top_k_is_an_error():
+    with pytest.raises(PrmkitError, match="global_top_k"):
+        SelectionConfig(scope="global")
+
+
+def test_dedupe_key_ignores_whitespace_and_case():
+    assert dedupe_key(["x  = 1", "So X=2"]) == dedupe_key(["x = 1", "so x=2 "])
+    assert dedupe_key(["a", "b"]) != dedupe_key(["a b"])
+
+
+def test_pool_diversity_counts_distinct_samples_and_selected_share():
+    pool = [cand("a", 0, 0.9, False, "k"), cand("a", 1, 0.8, False, "k"),
+            cand("a", 2, 0.7, True), cand("b", 0, 0.1, False)]
+    d = pool_diversity(pool, selected=pool[:2])
+    assert d["distinct"] == 3 and d["distinct_share"] == 0.75
+    assert d["unique_per_problem_min"] == 1 and d["unique_per_problem_max"] == 2
+    assert d["wrong_share"] == pytest.approx(2 / 3)
+    assert d["selected_share_of_pool"] == 0.5
