@@ -168,6 +168,31 @@ def test_killed_run_resumed_has_every_sample_once_as_an_uninterrupted_run(proble
     assert run(FakeSampler(), problems, broken).samples == 0  # nothing left to do
 
 
+class DyingMidChunk(FakeSampler):
+    """Streams outputs one by one, then fails after `fail_after` outputs (a server that
+    dies in the middle of a chunk)."""
+
+    def iter_generate(self, requests, params, progress=False):
+        for index, out in enumerate(FakeSampler.generate(self, requests, params)):
+            if self.fail_after is not None and self.yielded >= self.fail_after:
+                raise Killed
+            self.yielded += 1
+            yield index, out
+
+    yielded = 0
+
+
+def test_backend_dying_mid_chunk_keeps_every_finished_sample(problems, tmp_path):
+    whole = tmp_path / "whole.jsonl"
+    run(FakeSampler(), problems, whole)
+    broken = tmp_path / "broken.jsonl"
+    with pytest.raises(Killed):
+        run(DyingMidChunk(fail_after=6), problems, broken, chunk_size=12)
+    assert len(rows(broken)) == 6  # the 6 finished samples of the only chunk were written
+    run(DyingMidChunk(), problems, broken, chunk_size=12)
+    assert sorted(broken.read_bytes().splitlines()) == sorted(whole.read_bytes().splitlines())
+
+
 def test_each_sample_has_its_own_seed_and_more_samples_extend_the_file(problems, tmp_path):
     out = tmp_path / "s.jsonl"
     sampler = FakeSampler()

@@ -124,6 +124,24 @@ class TestTinyLlama:
         out = tiny.generate([SampleRequest("z", Prompt(text="1"), n=0)], SAMPLE)
         assert out[0].key == "z" and out[0].completions == []
 
+    def test_iter_generate_yields_each_request_once_with_the_samples_of_generate(self, tiny):
+        reqs = [SampleRequest(f"r{i}", Prompt(text=f"{i} +"), n=2, seed=i) for i in range(4)]
+        streamed = list(tiny.iter_generate(reqs, SAMPLE, progress=True))
+        assert sorted(i for i, _ in streamed) == [0, 1, 2, 3]
+        by_index = dict(streamed)
+        assert [by_index[i].key for i in range(4)] == ["r0", "r1", "r2", "r3"]
+        assert [texts(by_index[i]) for i in range(4)] == [
+            texts(o) for o in tiny.generate(reqs, SAMPLE)]
+
+    def test_closing_iter_generate_early_aborts_the_rest(self, tiny):
+        reqs = [SampleRequest(f"r{i}", Prompt(text=f"{i} +"), n=2, seed=i) for i in range(6)]
+        it = tiny.iter_generate(reqs, SAMPLE)
+        next(it)
+        it.close()  # the unfinished samples are aborted, not left running in the engine
+        assert not tiny.llm.llm_engine.has_unfinished_requests()
+        again = tiny.generate(reqs[:2], SAMPLE)  # the engine still serves new requests
+        assert [len(o.completions) for o in again] == [2, 2]
+
     def test_describe_names_the_settings(self, tiny):
         d = tiny.describe()
         assert d["backend"] == "vllm" and d["device"] == "cpu"

@@ -7,10 +7,11 @@ select` and `prmkit eval bon` read as it is: one line per sample,
      "finish_reason": "stop", "generated_by": {...}}
 
 Sample i of a problem is sampled with the seed `sample_seed(seed, unique_id, i)`, so it
-is the same whatever else is in the run. Lines are flushed chunk by chunk; an interrupted
-run is resumed by running it again: samples (unique_id, sample_index) already in the
-output are skipped, a partial last line is dropped, and a larger `n` adds samples to the
-same problems. Resuming with another model, sampling settings, seed or prompt than the
+is the same whatever else is in the run. Samples are written and flushed as they finish
+(a backend that fails mid-run loses no finished sample); an interrupted run is resumed
+by running it again: samples (unique_id, sample_index) already in the output are
+skipped, a partial last line is dropped, and a larger `n` adds samples to the same
+problems. Resuming with another model, sampling settings, seed or prompt than the
 output's `generated_by` is refused unless forced. A problem without `unique_id` is named
 by the sha256 of its text ("sha256:<16 hex>").
 """
@@ -134,7 +135,8 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
                   out_path: str | os.PathLike, n: int, params: SamplingParams, seed: int = 0,
                   prompt_format: PromptFormat | None = None, resume: bool = True,
                   progress: bool = True, force: bool = False, overwrite: bool = False,
-                  limit: int | None = None, chunk_size: int = 64) -> GenerateReport:
+                  limit: int | None = None, chunk_size: int = 64,
+                  write_every: int = 8) -> GenerateReport:
     """`n` samples for each problem of `problems_path` into `out_path` (module docstring).
 
     The prompt format's stop strings are added to `params.stop`. An existing output is
@@ -173,31 +175,42 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
     bar = tqdm(total=len(problems) * n, initial=report.skipped, unit="sample",
                desc="generating", disable=not progress, dynamic_ncols=True)
     start = time.perf_counter()
+    def write(f, records: list[dict]) -> None:
+        graded = [r for r in records if r["ground_truth_answer"] is not None]
+        grades = grade_many([(r["answer"], r["ground_truth_answer"]) for r in graded],
+                            progress=False)
+        for r, g in zip(graded, grades, strict=True):
+            r["is_correct"] = g.correct
+        f.write(b"".join(dumps_line(r) for r in records))
+        f.flush()
+        _count(report, records)
+        report.seconds = time.perf_counter() - start
+        bar.update(len(records))
+        bar.set_postfix(tokens_per_s=f"{report.tokens_per_s:.1f}")
+
     try:
         with open(out_path, "ab") as f:
             for c in range(0, len(todo), chunk_size):
                 chunk = todo[c:c + chunk_size]
                 requests = [SampleRequest(f"{key}#{i}", fmt.render(p.text), 1,
                                           sample_seed(seed, key, i)) for p, key, i in chunk]
-                outputs = sampler.generate(requests, params)
-                records = []
-                for (p, key, i), out in zip(chunk, outputs, strict=True):
-                    if out.key != f"{key}#{i}":
-                        raise PrmkitError(f"the {sampler.backend} backend returned {out.key!r} "
-                                          f"where {key}#{i} was expected")
-                    records.append(_record(p, key, i, out.completions[0], fmt, generated_by,
-                                           extract_answer))
-                graded = [r for r in records if r["ground_truth_answer"] is not None]
-                grades = grade_many([(r["answer"], r["ground_truth_answer"]) for r in graded],
-                                    progress=False)
-                for r, g in zip(graded, grades, strict=True):
-                    r["is_correct"] = g.correct
-                f.write(b"".join(dumps_line(r) for r in records))
-                f.flush()
-                _count(report, records)
-                report.seconds = time.perf_counter() - start
-                bar.update(len(chunk))
-                bar.set_postfix(tokens_per_s=f"{report.tokens_per_s:.1f}")
+                # Samples are written as they finish (a few at a time, graded together):
+                # when the backend fails mid-chunk, every finished sample is kept.
+                pending: list[dict] = []
+                try:
+                    for index, out in sampler.iter_generate(requests, params):
+                        p, key, i = chunk[index]
+                        if out.key != f"{key}#{i}":
+                            raise PrmkitError(f"the {sampler.backend} backend returned "
+                                              f"{out.key!r} where {key}#{i} was expected")
+                        pending.append(_record(p, key, i, out.completions[0], fmt,
+                                               generated_by, extract_answer))
+                        if len(pending) >= write_every:
+                            write(f, pending)
+                            pending = []
+                finally:
+                    if pending:
+                        write(f, pending)
     finally:
         bar.close()
     report.seconds = time.perf_counter() - start

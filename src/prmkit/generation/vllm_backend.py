@@ -9,11 +9,15 @@ vLLM starts an engine process: scripts that build a sampler need an
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from tqdm import tqdm
 
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
@@ -100,6 +104,7 @@ class VllmSampler(Sampler):
             seed=seed, tensor_parallel_size=tensor_parallel_size, **no_split,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        self._ids = itertools.count()
 
     def _prompt(self, request: SampleRequest) -> dict:
         if request.prompt.text is not None:
@@ -113,39 +118,76 @@ class VllmSampler(Sampler):
         return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
 
     def _params(self, params: SamplingParams, seed: int):
+        from vllm.sampling_params import RequestOutputKind
+
         return self._vllm.SamplingParams(
             n=1, temperature=params.temperature, top_p=params.top_p,
             max_tokens=params.max_tokens, stop=list(params.stop) or None, seed=seed,
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
     def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
                  progress: bool = False) -> list[RequestOutput]:
+        outputs: list[RequestOutput | None] = [None] * len(requests)
+        for index, output in self.iter_generate(requests, params, progress):
+            outputs[index] = output
+        return outputs  # type: ignore[return-value]
+
+    def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
+        """Yield `(index in requests, output)` as each request's samples are all done.
+
+        Drives vLLM's engine step by step (as `LLM.generate` does inside) so a caller can
+        write finished requests before the rest; closing the iterator early aborts the
+        samples still running.
+        """
         if self.llm is None:
             raise PrmkitError("this vLLM sampler is closed")
+        engine = self.llm.llm_engine
         # One vLLM request per sample, each with its own seed: vLLM's `n` would seed sample
         # i with `seed + i`, so requests with seeds 0 and 1 would share samples.
-        prompts, sample_params = [], []
-        for r in requests:
-            prompt = self._prompt(r)
-            base = r.seed if r.seed is not None else self.seed
-            for i in range(r.n):
-                prompts.append(prompt)
-                sample_params.append(self._params(params, sample_seed(base, r.key, i)))
-        if not prompts:
-            return [RequestOutput(key=r.key, completions=[]) for r in requests]
-        outputs = self.llm.generate(prompts, sample_params, use_tqdm=progress)
-        if len(outputs) != len(prompts):
-            raise PrmkitError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} samples")
-        # Requests finish out of order; vLLM's ids count up in submission order.
-        outputs = sorted(outputs, key=lambda o: int(o.request_id.split("-")[0]))
-        results, start = [], 0
-        for r in requests:
-            own = outputs[start:start + r.n]
-            start += r.n
-            results.append(RequestOutput(
-                key=r.key, completions=[completion(o.outputs[0]) for o in own],
-                prompt_tokens=len(own[0].prompt_token_ids or ()) if own else 0))
-        return results
+        owner: dict[str, tuple[int, int]] = {}
+        done: list[list] = [[None] * r.n for r in requests]
+        left = [r.n for r in requests]
+        prompt_tokens = [0] * len(requests)
+        total = sum(left)
+        bar = tqdm(total=total, unit="sample", desc="sampling", disable=not progress)
+        start, tokens = time.perf_counter(), 0
+        try:
+            for index, r in enumerate(requests):
+                if r.n == 0:
+                    yield index, RequestOutput(key=r.key, completions=[])
+                    continue
+                prompt = self._prompt(r)
+                base = r.seed if r.seed is not None else self.seed
+                for i in range(r.n):
+                    request_id = f"prmkit-{next(self._ids)}"
+                    engine.add_request(request_id, prompt,
+                                       self._params(params, sample_seed(base, r.key, i)))
+                    owner[request_id] = (index, i)
+            while owner:
+                if not engine.has_unfinished_requests():
+                    raise PrmkitError(f"vLLM stopped with {len(owner)} samples unfinished")
+                for out in engine.step():
+                    if not out.finished or out.request_id not in owner:
+                        continue
+                    index, i = owner.pop(out.request_id)
+                    done[index][i] = completion(out.outputs[0])
+                    prompt_tokens[index] = len(out.prompt_token_ids or ())
+                    left[index] -= 1
+                    tokens += len(out.outputs[0].token_ids)
+                    bar.update(1)
+                    bar.set_postfix_str(
+                        f"{tokens / max(time.perf_counter() - start, 1e-9):.0f} tok/s",
+                        refresh=False)
+                    if left[index] == 0:
+                        yield index, RequestOutput(key=requests[index].key,
+                                                   completions=done[index],
+                                                   prompt_tokens=prompt_tokens[index])
+        finally:
+            bar.close()
+            if owner:
+                engine.abort_request(list(owner))
 
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.model, **self.settings}
