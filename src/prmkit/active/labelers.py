@@ -105,8 +105,9 @@ def outcome_example(item: LabelItem, correct: bool) -> StepExample:
                        group=item.problem_id)
 
 
-def write_examples(examples: Sequence[StepExample], path: str | os.PathLike) -> int:
-    """TRL stepwise JSONL with soft labels (a prefix up to the last labelled step)."""
+def write_examples(examples: Sequence[StepExample], path: str | os.PathLike) -> tuple[int, int]:
+    """TRL stepwise JSONL with soft labels (a prefix up to the last labelled step);
+    returns (written, skipped: examples without a labelled step)."""
     from prmkit.data.stepwise import write_trl
 
     return write_trl(examples, path, soft=True)
