@@ -1,0 +1,144 @@
+"""`prmkit label`: the step-labelling web app (serve), its queues (import, export) and
+accounts (users)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+
+DEFAULT_DB = "labels.sqlite"
+
+
+def _sessions(args: argparse.Namespace):
+    from prmkit.labeling import db
+
+    engine = db.make_engine(args.db)
+    db.migrate(engine)
+    return db.make_sessionmaker(engine)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from prmkit.labeling import create_app, service
+
+    app = create_app(args.db, secure_cookies=args.secure_cookies)
+    with app.state.sessionmaker() as s:
+        if not any(u.role == "admin" for u in service.list_users(s)):
+            print(f"prmkit: note: no admin yet; create one with "
+                  f"`prmkit label users add NAME --role admin --db {args.db}`", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from prmkit.labeling import service
+
+    with _sessions(args)() as s:
+        project = service.configure_project(
+            s, args.project, phase=args.phase, overlap=args.overlap, gold_rate=args.gold_rate,
+            screening_size=args.screening_size, screening_pass=args.screening_pass)
+        s.commit()
+        n = service.import_queue(s, project, args.path, None if args.kind == "auto" else args.kind,
+                                 format=args.format)
+        print(f"imported {n} solutions into project {project.name!r} (phase {project.phase})")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from prmkit.labeling import service
+
+    with _sessions(args)() as s:
+        n = service.export_project(s, service.get_project(s, args.project), args.output)
+    print(f"wrote {n} labelled solutions to {args.output}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from prmkit.labeling import qc, service
+
+    with _sessions(args)() as s:
+        print(json.dumps(qc.project_stats(s, service.get_project(s, args.project))))
+    return 0
+
+
+def _password(args: argparse.Namespace) -> str:
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        from prmkit.labeling.service import LabelingError
+
+        raise LabelingError("the passwords differ")
+    return first
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    from prmkit.labeling import service
+
+    if args.action != "list" and not args.name:
+        from prmkit.labeling.service import LabelingError
+
+        raise LabelingError(f"users {args.action} needs a user name")
+    with _sessions(args)() as s:
+        if args.action == "list":
+            for u in service.list_users(s):
+                print(f"{u.username}\t{u.role}")
+        elif args.action == "add":
+            service.create_user(s, args.name, _password(args), args.role)
+            print(f"created {args.role} {args.name}")
+        else:
+            service.set_password(s, args.name, _password(args))
+            print(f"password of {args.name} changed; their sessions are closed")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("label", help="the step-labelling web app",
+                              description=__doc__)
+    sub = p.add_subparsers(dest="label_command", metavar="ACTION", required=True)
+
+    def with_db(parser):
+        parser.add_argument("--db", default=DEFAULT_DB,
+                            help=f"SQLite path or URL, or postgresql://... (default {DEFAULT_DB})")
+        return parser
+
+    s = with_db(sub.add_parser("serve", help="run the web app"))
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--secure-cookies", action="store_true",
+                   help="mark cookies Secure (behind an HTTPS proxy)")
+    s.add_argument("--log-level", default="info")
+    s.set_defaults(func=cmd_serve)
+
+    i = with_db(sub.add_parser("import", help="add a PRM800K-format queue to a project"))
+    i.add_argument("path", help="raw PRM800K JSONL or concatenated JSON (or any labelled format)")
+    i.add_argument("--project", required=True, help="created if new")
+    i.add_argument("--kind", choices=["auto", "task", "gold", "screening"], default="auto",
+                   help="auto: gold/screening from the records' quality-control flags")
+    i.add_argument("--format", help="input format (detected by default)")
+    i.add_argument("--phase", type=int, choices=[1, 2],
+                   help="1: alternatives rated, own step allowed; 2: stop at the first -1")
+    i.add_argument("--overlap", type=int, help="labellers per task")
+    i.add_argument("--gold-rate", type=float, help="share of tasks that are gold questions")
+    i.add_argument("--screening-size", type=int, help="screening questions a labeller answers")
+    i.add_argument("--screening-pass", type=float, help="agreement needed to pass screening")
+    i.set_defaults(func=cmd_import)
+
+    e = with_db(sub.add_parser("export", help="write finished tasks as raw PRM800K JSONL"))
+    e.add_argument("--project", required=True)
+    e.add_argument("-o", "--output", required=True)
+    e.set_defaults(func=cmd_export)
+
+    st = with_db(sub.add_parser("stats", help="quality-control figures of a project (JSON)"))
+    st.add_argument("--project", required=True)
+    st.set_defaults(func=cmd_stats)
+
+    u = with_db(sub.add_parser("users", help="list, add accounts or change a password"))
+    u.add_argument("action", choices=["list", "add", "passwd"])
+    u.add_argument("name", nargs="?")
+    u.add_argument("--role", choices=["admin", "labeller"], default="labeller")
+    u.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    u.set_defaults(func=cmd_users)

@@ -1,0 +1,509 @@
+"""What the labelling app does, over a SQLAlchemy session: accounts, queue import, the
+next task for a labeller, step ratings, finishing, export. The web app and the CLI are
+thin layers over these functions; each takes the session first and commits its own work.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from prmkit.data.io import atomic_write, dumps_line
+from prmkit.data.prm800k import FINISH_REASONS, TOP_KEYS, to_dict
+from prmkit.data.readers import read_records
+from prmkit.data.records import LabelledSolution
+from prmkit.errors import DataError, PrmkitError
+from prmkit.labeling import security
+from prmkit.labeling.models import (
+    ITEM_KINDS,
+    ROLES,
+    Item,
+    LoginSession,
+    Project,
+    StepLabel,
+    Task,
+    User,
+    utcnow,
+)
+
+SESSION_LIFETIME = timedelta(days=7)
+NOTE_REASONS = ("bad_problem", "give_up")  # finish reasons that need a written reason
+_USERNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+class LabelingError(PrmkitError):
+    """A request the app refuses (shown to the user; HTTP 400)."""
+
+
+class NotFound(LabelingError):
+    """No such object for this user (HTTP 404: other labellers' tasks look absent)."""
+
+
+class Conflict(LabelingError):
+    """The request clashes with what is stored (HTTP 409)."""
+
+
+# --- accounts and sessions ---------------------------------------------------------------
+
+
+def create_user(db: Session, username: str, password: str, role: str = "labeller") -> User:
+    if role not in ROLES:
+        raise LabelingError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+    if not _USERNAME.match(username):
+        raise LabelingError("user names use letters, digits and _.@- (at most 64)")
+    if len(password) < 8:
+        raise LabelingError("passwords need at least 8 characters")
+    user = User(username=username, password_hash=security.hash_password(password), role=role)
+    db.add(user)
+    try:
+        db.commit()
+    except IntegrityError:
+        db.rollback()
+        raise Conflict(f"user {username!r} already exists") from None
+    return user
+
+
+def set_password(db: Session, username: str, password: str) -> None:
+    user = db.scalar(select(User).where(User.username == username))
+    if user is None:
+        raise NotFound(f"no user {username!r}")
+    if len(password) < 8:
+        raise LabelingError("passwords need at least 8 characters")
+    user.password_hash = security.hash_password(password)
+    db.execute(LoginSession.__table__.delete().where(LoginSession.user_id == user.id))
+    db.commit()
+
+
+def list_users(db: Session) -> list[User]:
+    return list(db.scalars(select(User).order_by(User.id)))
+
+
+def authenticate(db: Session, username: str, password: str) -> User | None:
+    user = db.scalar(select(User).where(User.username == username))
+    ok, new_hash = security.verify_password(password, user.password_hash if user else None)
+    if not ok or user is None:
+        return None
+    if new_hash:
+        user.password_hash = new_hash
+        db.commit()
+    return user
+
+
+def open_session(db: Session, user: User) -> tuple[str, str]:
+    """A new login session: (cookie token, CSRF token)."""
+    token, csrf = security.new_token(), security.new_token()
+    now = utcnow()
+    db.add(LoginSession(token_hash=security.token_hash(token), user_id=user.id, csrf_token=csrf,
+                        created_at=now, expires_at=now + SESSION_LIFETIME))
+    db.commit()
+    return token, csrf
+
+
+def session_user(db: Session, token: str | None) -> tuple[User, str] | None:
+    """(user, CSRF token) of a live session, or None."""
+    if not token:
+        return None
+    s = db.get(LoginSession, security.token_hash(token))
+    if s is None or s.expires_at < utcnow():
+        return None
+    return s.user, s.csrf_token
+
+
+def close_session(db: Session, token: str | None) -> None:
+    if token:
+        db.execute(LoginSession.__table__.delete().where(
+            LoginSession.token_hash == security.token_hash(token)))
+        db.commit()
+
+
+# --- projects and queue import ------------------------------------------------------------
+
+
+def get_project(db: Session, name: str) -> Project:
+    project = db.scalar(select(Project).where(Project.name == name))
+    if project is None:
+        raise NotFound(f"no project {name!r}")
+    return project
+
+
+def list_projects(db: Session) -> list[Project]:
+    return list(db.scalars(select(Project).order_by(Project.id)))
+
+
+def configure_project(db: Session, name: str, *, phase: int | None = None,
+                      overlap: int | None = None, gold_rate: float | None = None,
+                      screening_size: int | None = None,
+                      screening_pass: float | None = None) -> Project:
+    """Create the project or change its settings (None keeps a setting)."""
+    project = db.scalar(select(Project).where(Project.name == name))
+    if project is None:
+        project = Project(name=name, phase=phase or 1, overlap=1, gold_rate=0.0,
+                          screening_size=30, screening_pass=0.75)
+        db.add(project)
+    for key, value in (("phase", phase), ("overlap", overlap), ("gold_rate", gold_rate),
+                       ("screening_size", screening_size), ("screening_pass", screening_pass)):
+        if value is not None:
+            setattr(project, key, value)
+    _check_project(project)
+    db.flush()
+    return project
+
+
+def _check_project(p: Project) -> None:
+    if p.phase not in (1, 2):
+        raise LabelingError(f"phase must be 1 or 2, got {p.phase}")
+    if p.overlap < 1:
+        raise LabelingError(f"overlap must be at least 1, got {p.overlap}")
+    if not 0.0 <= p.gold_rate < 1.0:
+        raise LabelingError(f"gold rate must be in [0, 1), got {p.gold_rate}")
+    if p.screening_size < 1 or not 0.0 <= p.screening_pass <= 1.0:
+        raise LabelingError("screening size must be >= 1 and the pass mark in [0, 1]")
+
+
+def _positions(sol: LabelledSolution, where: str) -> tuple[list[dict], list[list[int | None]]]:
+    """Step positions to rate and the imported ratings, from a queue record."""
+    steps = list(sol.steps)
+    while steps and not steps[-1].completions:
+        steps.pop()  # a trailing give-up position: nothing to rate
+    if not steps:
+        pre = sol.pre_generated_steps or []
+        return [{"candidates": [t], "path": 0, "human": None} for t in pre], [[None] for _ in pre]
+    positions, reference = [], []
+    for i, s in enumerate(steps):
+        if not s.completions:
+            raise DataError(where, None, f"label.steps[{i}].completions",
+                            "a step position inside the solution has no completions to rate")
+        path = s.chosen
+        if path is None and s.human_completion is None and len(s.completions) == 1:
+            path = 0
+        human = None
+        if s.human_completion is not None:
+            h = s.human_completion
+            human = {"text": h.text, "rating": h.rating, "flagged": h.flagged, **h.extra}
+        positions.append({"candidates": [c.text for c in s.completions], "path": path,
+                          "human": human})
+        reference.append([c.rating for c in s.completions])
+    return positions, reference
+
+
+def import_queue(db: Session, project: Project, path: str | os.PathLike, kind: str | None = None,
+                 format: str | None = None) -> int:
+    """Add every solution of a PRM800K-format file (or any format prmkit reads into labelled
+    solutions) to the project's queue, all or nothing: a malformed record raises DataError
+    naming the file and line, and nothing is imported.
+
+    kind: "task", "gold" or "screening"; None takes it from each record's
+    is_quality_control_question / is_initial_screening_question flags.
+    """
+    if kind is not None and kind not in ITEM_KINDS:
+        raise LabelingError(f"kind must be one of {', '.join(ITEM_KINDS)}, got {kind!r}")
+    n = 0
+    try:
+        for sol in read_records(path, format=format):
+            if not isinstance(sol, LabelledSolution):
+                raise DataError(str(path), None, None, f"{type(sol).__name__} records are not "
+                                "labelled solutions; a queue needs PRM800K-style records")
+            prov = sol.provenance
+            where = str(path) if prov.source_line is None else f"{path}:{prov.source_line}"
+            positions, reference = _positions(sol, where)
+            if not positions:
+                raise DataError(str(path), prov.source_line, "label.steps",
+                                "no steps to label (neither label.steps nor pre_generated_steps)")
+            k = kind or ("screening" if prov.is_initial_screening_question
+                         else "gold" if prov.is_quality_control_question else "task")
+            if k != "task" and not any(r is not None for rs in reference for r in rs):
+                raise DataError(str(path), prov.source_line, "label.steps",
+                                f"a {k} question needs the reference ratings")
+            source = {key: value for key, value in to_dict(sol).items() if key != "label"}
+            db.add(Item(project_id=project.id, kind=k, source=source, positions=positions,
+                        reference=reference if k != "task" else None,
+                        source_path=str(path), source_line=prov.source_line))
+            n += 1
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return n
+
+
+# --- the labeller's side --------------------------------------------------------------------
+
+
+@dataclass
+class TaskView:
+    """Everything the labelling page shows for a task."""
+
+    task: Task
+    item: Item
+    phase: int
+    position: int | None  # the position to rate next; None when all are rated or done
+    path_before: list[dict]  # the steps the solution continues with, before `position`
+    labels: list[StepLabel]
+
+    @property
+    def candidates(self) -> list[str]:
+        return [] if self.position is None else self.item.positions[self.position]["candidates"]
+
+
+def _task_for(db: Session, user: User, task_id: int, lock: bool = False) -> Task:
+    q = select(Task).where(Task.id == task_id, Task.user_id == user.id)
+    if lock:
+        q = q.with_for_update(of=Task)
+    task = db.scalar(q)
+    if task is None:
+        raise NotFound(f"no task {task_id}")
+    return task
+
+
+def _labels(db: Session, task: Task) -> list[StepLabel]:
+    return list(db.scalars(select(StepLabel).where(StepLabel.task_id == task.id)
+                           .order_by(StepLabel.position)))
+
+
+def _kept(position: dict, label: StepLabel | None) -> dict:
+    if label is not None and label.human_text:
+        return {"text": label.human_text, "by": "you"}
+    if position["path"] is not None:
+        return {"text": position["candidates"][position["path"]], "by": "model"}
+    if position["human"] is not None:
+        return {"text": position["human"]["text"], "by": "person"}
+    return {"text": "", "by": "none"}
+
+
+def view_task(db: Session, user: User, task_id: int) -> TaskView:
+    task = _task_for(db, user, task_id)
+    labels = _labels(db, task)
+    positions = task.item.positions
+    done = len(labels)
+    position = done if task.status == "open" and done < len(positions) else None
+    path = [_kept(positions[i], labels[i] if i < len(labels) else None)
+            for i in range(done if position is None else position)]
+    return TaskView(task, task.item, task.item.project.phase, position, path, labels)
+
+
+def list_tasks(db: Session, user: User) -> list[Task]:
+    return list(db.scalars(select(Task).where(Task.user_id == user.id).order_by(Task.id.desc())))
+
+
+def screening_status(db: Session, user: User, project: Project) -> dict[str, Any]:
+    """{"required", "done", "agreement", "passed", "failed"} of a labeller's screening."""
+    total = db.scalar(select(func.count()).select_from(Item).where(
+        Item.project_id == project.id, Item.kind == "screening")) or 0
+    required = min(total, project.screening_size)
+    agree, n, done = 0, 0, 0
+    for task in db.scalars(select(Task).join(Item).where(
+            Task.user_id == user.id, Item.project_id == project.id, Item.kind == "screening",
+            Task.status == "done")):
+        done += 1
+        a, m = _agreement(task.item.reference or [], _labels(db, task))
+        agree, n = agree + a, n + m
+    agreement = agree / n if n else None
+    complete = done >= required
+    passed = required == 0 or (complete and agreement is not None
+                               and agreement >= project.screening_pass)
+    return {"required": required, "done": done, "agreement": agreement, "passed": passed,
+            "failed": complete and not passed}
+
+
+def _agreement(reference: list[list[int | None]], labels: list[StepLabel]) -> tuple[int, int]:
+    """(matching ratings, compared ratings) against a gold answer key."""
+    same = n = 0
+    for label in labels:
+        if label.position >= len(reference):
+            continue
+        for ref, got in zip(reference[label.position], label.ratings):
+            if ref is not None:
+                n += 1
+                same += ref == got
+    return same, n
+
+
+def next_task(db: Session, user: User, project: Project) -> Task | None:
+    """The labeller's open task in the project, else a new one: screening questions first
+    (until passed), gold questions at the project's rate, otherwise the oldest item that
+    fewer than `overlap` labellers have. None when nothing is left (or screening failed)."""
+    for _attempt in range(3):
+        try:
+            return _next_task(db, user, project)
+        except IntegrityError:
+            db.rollback()  # a concurrent request of the same labeller took the same item
+    raise Conflict("could not assign a task; try again")
+
+
+def _next_task(db: Session, user: User, project: Project) -> Task | None:
+    mine = select(Task.item_id).where(Task.user_id == user.id)
+    open_task = db.scalar(select(Task).join(Item).where(
+        Task.user_id == user.id, Task.status == "open", Item.project_id == project.id)
+        .order_by(Task.id))
+    if open_task is not None:
+        return open_task
+    base = select(Item).where(Item.project_id == project.id, Item.id.not_in(mine))
+    item = None
+    screening = screening_status(db, user, project)
+    if screening["failed"]:
+        return None
+    if not screening["passed"]:
+        item = db.scalar(base.where(Item.kind == "screening").order_by(Item.id).limit(1))
+    elif project.gold_rate > 0:
+        done = db.scalar(select(func.count()).select_from(Task).join(Item).where(
+            Task.user_id == user.id, Item.project_id == project.id,
+            Item.kind != "screening")) or 0
+        # Gold questions spread evenly: one whenever the running share falls behind the rate.
+        if int((done + 1) * project.gold_rate) > int(done * project.gold_rate):
+            item = db.scalar(base.where(Item.kind == "gold").order_by(Item.id).limit(1))
+    if item is None:
+        taken = (select(func.count()).select_from(Task).where(Task.item_id == Item.id)
+                 .correlate(Item).scalar_subquery())
+        q = base.where(Item.kind == "task", taken < project.overlap).order_by(Item.id).limit(1)
+        if db.bind.dialect.name == "postgresql":
+            q = q.with_for_update(skip_locked=True, of=Item)
+        item = db.scalar(q)
+    if item is None:
+        return None
+    task = Task(item_id=item.id, user_id=user.id, status="open", started_at=utcnow())
+    db.add(task)
+    db.commit()
+    return task
+
+
+def submit_step(db: Session, user: User, task_id: int, position: int, ratings: list[int],
+                flags: list[bool], submission_id: str, human_text: str | None = None) -> StepLabel:
+    """Store one position's ratings. Idempotent: the same submission id returns the stored
+    label; another submission for a rated position is a Conflict. In phase 2 a -1 ends the
+    task (found_error) and the last position rated without one ends it as a solution."""
+    if not submission_id or len(submission_id) > 64:
+        raise LabelingError("a submission id (at most 64 characters) is required")
+    task = _task_for(db, user, task_id, lock=db.bind.dialect.name == "postgresql")
+    earlier = db.scalar(select(StepLabel).where(StepLabel.submission_id == submission_id))
+    if earlier is not None:
+        if earlier.task_id != task.id or earlier.position != position:
+            raise Conflict("this submission id was used for another step")
+        db.commit()
+        return earlier
+    if task.status != "open":
+        raise Conflict("this task is finished")
+    positions = task.item.positions
+    done = db.scalar(select(func.count()).select_from(StepLabel)
+                     .where(StepLabel.task_id == task.id)) or 0
+    if position != done:
+        raise Conflict(f"step {position + 1} is not the next step to rate (step {done + 1} is)")
+    if position >= len(positions):
+        raise Conflict("every step of this task is rated")
+    n = len(positions[position]["candidates"])
+    if len(ratings) != n or any(r not in (-1, 0, 1) for r in ratings):
+        raise LabelingError(f"rate each of the {n} candidate steps +1, 0 or -1")
+    if len(flags) != n:
+        raise LabelingError(f"expected {n} flags")
+    phase = task.item.project.phase
+    human_text = (human_text or "").strip() or None
+    if human_text is not None and (phase != 1 or any(r != -1 for r in ratings)):
+        raise LabelingError("you may write your own step only in phase 1, when every "
+                            "candidate is rated -1")
+    label = StepLabel(task_id=task.id, position=position, ratings=list(ratings),
+                      flags=[bool(f) for f in flags], human_text=human_text,
+                      submission_id=submission_id, created_at=utcnow())
+    db.add(label)
+    try:
+        db.flush()
+    except IntegrityError:
+        db.rollback()  # the same form, submitted twice at once: the other request stored it
+        earlier = db.scalar(select(StepLabel).where(StepLabel.submission_id == submission_id))
+        if earlier is not None and earlier.task_id == task_id and earlier.position == position:
+            return earlier
+        raise Conflict(f"step {position + 1} is already rated") from None
+    if phase == 2 and ratings[0] == -1:
+        _finish(task, "found_error", None)
+    elif phase == 2 and position == len(positions) - 1:
+        _finish(task, "solution", None)
+    db.commit()
+    return label
+
+
+def _finish(task: Task, reason: str, note: str | None) -> None:
+    task.status, task.finish_reason, task.finish_note = "done", reason, note
+    task.finished_at = utcnow()
+    task.total_time = int((task.finished_at - task.started_at).total_seconds() * 1000)
+
+
+def finish_task(db: Session, user: User, task_id: int, reason: str,
+                note: str | None = None) -> Task:
+    """End a task with a PRM800K finish reason; finishing again with the same reason is a
+    no-op (a retried request), with another one a Conflict."""
+    if reason not in FINISH_REASONS:
+        raise LabelingError(f"finish reason must be one of {', '.join(FINISH_REASONS)}")
+    note = (note or "").strip() or None
+    if reason in NOTE_REASONS and note is None:
+        raise LabelingError(f"say why ({reason} needs a reason)")
+    task = _task_for(db, user, task_id, lock=db.bind.dialect.name == "postgresql")
+    if task.status == "done":
+        if task.finish_reason != reason:
+            raise Conflict(f"this task is already finished ({task.finish_reason})")
+        db.commit()
+        return task
+    done = db.scalar(select(func.count()).select_from(StepLabel)
+                     .where(StepLabel.task_id == task.id)) or 0
+    if reason in ("found_error", "solution") and done == 0:
+        raise LabelingError("rate at least one step first")
+    if reason == "solution" and done < len(task.item.positions):
+        raise LabelingError("a solution is finished only once every step is rated")
+    _finish(task, reason, note)
+    db.commit()
+    return task
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def export_record(task: Task, labels: list[StepLabel]) -> dict[str, Any]:
+    """A finished task as a raw PRM800K object (every field, the official key order)."""
+    item = task.item
+    steps = []
+    for label in labels:
+        pos = item.positions[label.position]
+        completions = [{"text": t, "rating": r, "flagged": f}
+                       for t, r, f in zip(pos["candidates"], label.ratings, label.flags)]
+        path = pos["path"]
+        chosen = path if path is not None and label.ratings[path] >= 0 else None
+        if label.human_text:
+            human = {"text": label.human_text, "rating": None, "flagged": False, "source": "human"}
+        else:
+            human = pos["human"] if path is None else None
+        steps.append({"completions": completions, "human_completion": human,
+                      "chosen_completion": chosen})
+    out: dict[str, Any] = {key: item.source.get(key) for key in TOP_KEYS if key != "label"}
+    out["labeler"] = task.user.username
+    out["timestamp"] = task.finished_at.isoformat() if task.finished_at else None
+    out["is_quality_control_question"] = item.kind == "gold"
+    out["is_initial_screening_question"] = item.kind == "screening"
+    out["label"] = {"steps": steps, "total_time": task.total_time,
+                    "finish_reason": task.finish_reason}
+    if task.finish_note:
+        out["label"]["finish_note"] = task.finish_note
+    out.update({k: v for k, v in item.source.items() if k not in TOP_KEYS})
+    return out
+
+
+def iter_export(db: Session, project: Project) -> Iterator[dict[str, Any]]:
+    tasks = db.scalars(select(Task).join(Item).where(
+        Item.project_id == project.id, Task.status == "done")
+        .order_by(Task.finished_at, Task.id))
+    for task in tasks:
+        yield export_record(task, _labels(db, task))
+
+
+def export_project(db: Session, project: Project, path: str | os.PathLike) -> int:
+    """Write the project's finished tasks as raw PRM800K JSONL (atomically)."""
+    n = 0
+    with atomic_write(path) as f:
+        for record in iter_export(db, project):
+            f.write(dumps_line(record))
+            n += 1
+    return n

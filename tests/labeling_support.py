@@ -1,0 +1,197 @@
+"""Fixtures and helpers of the labelling tests: a synthetic PRM800K queue, a PostgreSQL
+cluster started for the test session (unix socket only), SQLite/PostgreSQL databases,
+a live `prmkit label serve` process and Chromium.
+
+Test modules import the fixtures they use from here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+# Light Argon2 for the tests' accounts, here and in the servers they start.
+os.environ["PRMKIT_ARGON2"] = "1,1024,1"
+
+from prmkit.data.prm800k import write_prm800k
+from prmkit.data.records import LabelledSolution, LabelledStep, Problem, Provenance, Step
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PASSWORD = "correct horse"
+
+
+# --- a synthetic queue ------------------------------------------------------------------------
+
+
+def phase1_record(i: int, rated: bool = False, qc: bool = False) -> LabelledSolution:
+    """A phase-1 solution: 3 positions, the second with 3 alternatives, maths in TeX."""
+    r = (lambda v: v) if rated else (lambda v: None)
+    steps = [
+        LabelledStep([Step(f"Let $x = {i}$, so $x^2 = {i * i}$.", r(1), False if rated else None)], 0),
+        LabelledStep([Step(f"Then $2x = {2 * i}$.", r(1)), Step(f"Then $2x = {2 * i + 1}$.", r(-1)),
+                      Step(f"Then $\\frac{{4x}}{{2}} = {2 * i}$.", r(0))], 0),
+        LabelledStep([Step(f"# Answer\n\n{2 * i}", r(1))], 0),
+    ]
+    return LabelledSolution(
+        Problem(f"If $x = {i}$, what is $2x$?", str(2 * i)), steps, None, None,
+        provenance=Provenance(generation=None, is_quality_control_question=qc))
+
+
+def phase2_record(i: int) -> LabelledSolution:
+    """A phase-2 queue record as a generator writes it: pre-generated steps, no label."""
+    pre = [f"We have $y = {i} + 1 = {i + 1}$.", f"So $3y = {3 * (i + 1)}$.", f"# Answer\n\n{3 * (i + 1)}"]
+    return LabelledSolution(
+        Problem(f"Let $y = {i} + 1$. Find $3y$.", str(3 * (i + 1))), [], None, None,
+        pre_generated_steps=pre, pre_generated_answer=str(3 * (i + 1)),
+        pre_generated_verifier_score=0.5, provenance=Provenance(generation=7))
+
+
+def write_queue(path: Path, records: list[LabelledSolution]) -> Path:
+    write_prm800k(records, path)
+    return path
+
+
+# --- databases ------------------------------------------------------------------------------
+
+
+def _as_postgres() -> list[str]:
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A PostgreSQL 15 cluster in a temporary directory, listening only on a unix socket
+    there; yields the socket directory and stops the server at the end."""
+    base = Path(tempfile.mkdtemp(prefix="prmkit-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+    base.chmod(0o700)
+    data = base / "data"
+    run = _as_postgres()
+    subprocess.run([*run, str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
+                    "-N", "-E", "UTF8"], check=True, capture_output=True)
+    options = f"-c listen_addresses='' -c unix_socket_directories={base} -c fsync=off " \
+              "-c full_page_writes=off -c max_connections=100"
+    subprocess.run([*run, str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+                    str(base / "log"), "-w", "start"], check=True, capture_output=True)
+    try:
+        yield base
+    finally:
+        subprocess.run([*run, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def new_postgres_db(socket_dir: Path) -> str:
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(f"host={socket_dir} user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return f"postgresql+psycopg://postgres@/{name}?host={socket_dir}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A fresh empty database of each kind."""
+    if request.param == "sqlite":
+        return str(tmp_path / "labels.sqlite")
+    return new_postgres_db(request.getfixturevalue("postgres_cluster"))
+
+
+@pytest.fixture
+def sessions(db_url):
+    from prmkit.labeling import db
+
+    engine = db.make_engine(db_url)
+    db.migrate(engine)
+    yield db.make_sessionmaker(engine)
+    engine.dispose()
+
+
+# --- a live server --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """`prmkit label serve` in a subprocess on 127.0.0.1."""
+
+    def __init__(self, db: str, port: int | None = None):
+        self.db, self.port = db, port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> LiveServer:
+        code = "import sys; from prmkit.cli import main; sys.exit(main())"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "label", "serve", "--db", self.db, "--port", str(self.port),
+             "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("server did not start in 60 s")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, open transactions lost."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# --- HTTP helpers -----------------------------------------------------------------------------
+
+
+def hidden(html: str, name: str) -> str:
+    m = re.search(rf'name="{name}" value="([^"]*)"', html)
+    assert m, f"no hidden field {name!r} in the page"
+    return m.group(1)
+
+
+def login(client: httpx.Client, username: str, password: str = PASSWORD) -> str:
+    """Sign in; returns the session's CSRF token (read from the next page)."""
+    page = client.get("/login")
+    r = client.post("/login", data={"username": username, "password": password,
+                                    "csrf_token": hidden(page.text, "csrf_token")})
+    assert r.status_code == 303, r.text
+    return hidden(client.get("/tasks").text, "csrf_token")
+
+
+def task_id_from(response: httpx.Response) -> int:
+    assert response.status_code == 303, response.text
+    m = re.fullmatch(r"/tasks/(\d+)", response.headers["location"])
+    assert m, response.headers["location"]
+    return int(m.group(1))

@@ -1,0 +1,322 @@
+# ruff: noqa: F811  (pytest fixtures imported from labeling_support)
+"""The labelling service on SQLite and PostgreSQL: migrations, queue import, labelling in
+phases 1 and 2, idempotent submissions, export read back by prmkit's PRM800K reader."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import orjson
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from labeling_support import (  # noqa: F401
+    db_url,
+    phase1_record,
+    phase2_record,
+    postgres_cluster,
+    sessions,
+    write_queue,
+)
+
+from prmkit.data import read_records
+from prmkit.data.prm800k import to_dict
+from prmkit.data.stats import file_stats
+from prmkit.errors import DataError
+from prmkit.labeling import qc, service
+from prmkit.labeling.models import Base, Item, StepLabel
+
+
+def _sid() -> str:
+    return uuid.uuid4().hex
+
+
+def _label_all(db, user, task, rating=1, finish="solution"):
+    while True:
+        view = service.view_task(db, user, task.id)
+        if view.position is None:
+            break
+        n = len(view.candidates)
+        service.submit_step(db, user, task.id, view.position, [rating] * n, [False] * n, _sid())
+    if finish and service.view_task(db, user, task.id).task.status == "open":
+        service.finish_task(db, user, task.id, finish)
+
+
+@pytest.fixture
+def setup(sessions, tmp_path):
+    """A phase-1 project with two queued solutions and two labellers."""
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    bob = service.create_user(db, "bob", "password-b")
+    project = service.configure_project(db, "p1", phase=1)
+    db.commit()
+    queue = write_queue(tmp_path / "queue.jsonl", [phase1_record(3), phase1_record(5)])
+    assert service.import_queue(db, project, queue) == 2
+    yield db, project, ann, bob, tmp_path
+    db.close()
+
+
+def test_migrations_give_exactly_the_schema_of_the_models(sessions):
+    with sessions() as db:
+        diff = compare_metadata(MigrationContext.configure(db.connection()), Base.metadata)
+    assert diff == []
+
+
+def test_phase1_labels_export_to_raw_prm800k_that_prmkit_reads_back(setup):
+    db, project, ann, _, tmp_path = setup
+    task = service.next_task(db, ann, project)
+    view = service.view_task(db, ann, task.id)
+    assert view.position == 0 and view.candidates == ["Let $x = 3$, so $x^2 = 9$."]
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    service.submit_step(db, ann, task.id, 1, [1, -1, 0], [False, True, False], _sid())
+    service.submit_step(db, ann, task.id, 2, [1], [False], _sid())
+    service.finish_task(db, ann, task.id, "solution")
+
+    out = tmp_path / "export.jsonl"
+    assert service.export_project(db, project, out) == 1
+    (sol,) = read_records(out)
+    assert sol.provenance.labeler == "ann" and sol.provenance.timestamp
+    assert sol.provenance.generation is None
+    assert not sol.provenance.is_quality_control_question
+    assert sol.problem.text == "If $x = 3$, what is $2x$?" and sol.problem.answer == "6"
+    assert sol.finish_reason == "solution" and sol.total_time >= 0
+    assert [[c.rating for c in s.completions] for s in sol.steps] == [[1], [1, -1, 0], [1]]
+    assert [c.flagged for c in sol.steps[1].completions] == [False, True, False]
+    assert [s.chosen for s in sol.steps] == [0, 0, 0]
+    # Written again by prmkit's writer, the objects are the exported ones.
+    assert to_dict(sol) == json.loads(out.read_text())
+    assert file_stats(out)["ratings"] == {"-1": 1, "0": 1, "1": 3, "null": 0}
+
+
+def test_phase2_task_ends_at_the_first_wrong_step_with_found_error(sessions, tmp_path):
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    project = service.configure_project(db, "p2", phase=2)
+    db.commit()
+    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(1)]))
+    task = service.next_task(db, ann, project)
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    service.submit_step(db, ann, task.id, 1, [-1], [True], _sid())
+    view = service.view_task(db, ann, task.id)
+    assert view.task.status == "done" and view.position is None
+    with pytest.raises(service.Conflict):
+        service.submit_step(db, ann, task.id, 2, [1], [False], _sid())
+    (record,) = service.iter_export(db, project)
+    assert record["generation"] == 7
+    assert record["question"]["pre_generated_steps"][1] == "So $3y = 6$."
+    assert record["label"]["finish_reason"] == "found_error"
+    assert [s["chosen_completion"] for s in record["label"]["steps"]] == [0, None]
+    assert record["label"]["steps"][1]["completions"][0] == {
+        "text": "So $3y = 6$.", "rating": -1, "flagged": True}
+    db.close()
+
+
+def test_same_submission_id_twice_stores_one_label(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    sid = _sid()
+    first = service.submit_step(db, ann, task.id, 0, [1], [False], sid)
+    again = service.submit_step(db, ann, task.id, 0, [1], [False], sid)
+    assert first.id == again.id
+    assert db.query(StepLabel).count() == 1
+
+
+def test_another_submission_for_a_rated_step_is_a_conflict(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    with pytest.raises(service.Conflict):
+        service.submit_step(db, ann, task.id, 0, [-1], [False], _sid())
+    with pytest.raises(service.Conflict):  # skipping a step
+        service.submit_step(db, ann, task.id, 2, [1], [False], _sid())
+
+
+def test_own_step_only_when_every_alternative_is_rated_wrong(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    with pytest.raises(service.LabelingError):
+        service.submit_step(db, ann, task.id, 1, [1, -1, -1], [False] * 3, _sid(), "Then $2x=6$.")
+    service.submit_step(db, ann, task.id, 1, [-1, -1, -1], [False] * 3, _sid(), "Then $2x=6$.")
+    service.finish_task(db, ann, task.id, "found_error")
+    (record,) = service.iter_export(db, project)
+    step = record["label"]["steps"][1]
+    assert step["chosen_completion"] is None
+    assert step["human_completion"] == {"text": "Then $2x=6$.", "rating": None, "flagged": False,
+                                        "source": "human"}
+    (sol,) = read_records_from(record, db, project)
+    assert [s.text for s in sol.trajectory()] == ["Let $x = 3$, so $x^2 = 9$.", "Then $2x=6$."]
+
+
+def read_records_from(record, db, project):
+    from prmkit.data.prm800k import parse_record
+
+    return [parse_record(record, "export", 1)]
+
+
+def test_bad_problem_and_give_up_need_a_reason(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    with pytest.raises(service.LabelingError, match="needs a reason"):
+        service.finish_task(db, ann, task.id, "give_up", "  ")
+    with pytest.raises(service.LabelingError, match="every step"):
+        service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+        service.finish_task(db, ann, task.id, "solution")
+    service.finish_task(db, ann, task.id, "bad_problem", "the answer is wrong")
+    service.finish_task(db, ann, task.id, "bad_problem", "retried")  # same reason: no-op
+    (record,) = service.iter_export(db, project)
+    assert record["label"]["finish_reason"] == "bad_problem"
+    assert record["label"]["finish_note"] == "the answer is wrong"
+    (sol,) = read_records_from(record, db, project)
+    assert sol.extra["label_extra"] == {"finish_note": "the answer is wrong"}
+
+
+def test_a_labeller_cannot_reach_another_labellers_task(setup):
+    db, project, ann, bob, _ = setup
+    task = service.next_task(db, ann, project)
+    with pytest.raises(service.NotFound):
+        service.view_task(db, bob, task.id)
+    with pytest.raises(service.NotFound):
+        service.submit_step(db, bob, task.id, 0, [1], [False], _sid())
+    with pytest.raises(service.NotFound):
+        service.finish_task(db, bob, task.id, "give_up", "x")
+
+
+def test_overlap_two_gives_each_solution_to_two_labellers_and_exports_both(setup):
+    db, project, ann, bob, _ = setup
+    service.configure_project(db, "p1", overlap=2)
+    db.commit()
+    carl = service.create_user(db, "carl", "password-c")
+    for user in (ann, bob, carl, ann, bob, carl):
+        task = service.next_task(db, user, project)
+        if task is not None:
+            _label_all(db, user, task)
+    records = list(service.iter_export(db, project))
+    by_problem = {}
+    for r in records:
+        by_problem.setdefault(r["question"]["problem"], []).append(r["labeler"])
+    assert sorted(len(v) for v in by_problem.values()) == [2, 2]
+    assert all(len(set(v)) == 2 for v in by_problem.values())
+    assert service.next_task(db, carl, project) is None or carl.username in by_problem
+
+
+def test_malformed_json_names_file_and_line_and_imports_nothing(sessions, tmp_path):
+    db = sessions()
+    project = service.configure_project(db, "p", phase=1)
+    db.commit()
+    good = orjson.dumps(to_dict(phase1_record(1))).decode()
+    path = tmp_path / "queue.jsonl"
+    path.write_text(f"{good}\n{good}\n{good[:-5]}\n")
+    with pytest.raises(DataError, match=r"queue\.jsonl:3"):
+        service.import_queue(db, project, path)
+    assert db.query(Item).count() == 0
+    db.close()
+
+
+def test_gold_questions_are_served_at_the_rate_and_scored_against_the_key(sessions, tmp_path):
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    project = service.configure_project(db, "g", phase=1, gold_rate=0.25)
+    db.commit()
+    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl",
+                                                  [phase1_record(i) for i in range(6)]))
+    service.import_queue(db, project, write_queue(
+        tmp_path / "gold.jsonl", [phase1_record(100 + i, rated=True, qc=True) for i in range(2)]))
+    kinds = []
+    for _ in range(8):
+        task = service.next_task(db, ann, project)
+        kinds.append(task.item.kind)
+        _label_all(db, ann, task)  # all +1: the key has one -1 and one 0 of five ratings
+    assert kinds.count("gold") == 2 and kinds[3] == "gold" and kinds[7] == "gold"
+    stats = qc.project_stats(db, project)
+    (row,) = stats["labellers"]
+    assert row["gold_questions"] == 10 and row["gold_accuracy"] == pytest.approx(0.6)
+    exported = [r for r in service.iter_export(db, project) if r["is_quality_control_question"]]
+    assert len(exported) == 2
+    db.close()
+
+
+def test_a_labeller_below_the_screening_mark_gets_no_task(sessions, tmp_path):
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    bob = service.create_user(db, "bob", "password-b")
+    project = service.configure_project(db, "s", phase=1, screening_size=2, screening_pass=0.75)
+    db.commit()
+    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase1_record(1)]))
+    service.import_queue(db, project, write_queue(
+        tmp_path / "s.jsonl", [phase1_record(10, rated=True), phase1_record(11, rated=True)]),
+        kind="screening")
+    # ann rates like the key (+1, then +1/-1/0, then +1); bob rates everything -1.
+    for _ in range(2):
+        task = service.next_task(db, ann, project)
+        assert task.item.kind == "screening"
+        for pos, ratings in enumerate(([1], [1, -1, 0], [1])):
+            service.submit_step(db, ann, task.id, pos, ratings, [False] * len(ratings), _sid())
+        service.finish_task(db, ann, task.id, "solution")
+        _label_all(db, bob, service.next_task(db, bob, project), rating=-1, finish="found_error")
+    assert service.screening_status(db, ann, project)["passed"]
+    assert service.next_task(db, ann, project).item.kind == "task"
+    status = service.screening_status(db, bob, project)
+    assert status["failed"] and status["agreement"] == pytest.approx(0.2)
+    assert service.next_task(db, bob, project) is None
+    db.close()
+
+
+def test_kappas_give_the_textbook_values():
+    # Cohen: 50 items, yes/yes 20, yes/no 5, no/yes 10, no/no 15 -> 0.4.
+    a = [1] * 25 + [-1] * 25
+    b = [1] * 20 + [-1] * 5 + [1] * 10 + [-1] * 15
+    assert qc.cohen_kappa(a, b) == pytest.approx(0.4)
+    # Fleiss (1971) as on Wikipedia: 10 subjects, 14 raters, 5 categories -> 0.210.
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    units = [[c for c, n in enumerate(row) for _ in range(n)] for row in table]
+    assert qc.fleiss_kappa(units) == pytest.approx(0.2099, abs=1e-4)
+    assert qc.fleiss_kappa([[1, 1, 1], [0, 0, 0], [-1, -1, -1]]) == 1.0
+    assert qc.cohen_kappa([], []) is None
+
+
+def test_pairwise_kappa_on_the_dashboard_for_two_labellers_on_the_same_solutions(setup):
+    db, project, ann, bob, _ = setup
+    service.configure_project(db, "p1", overlap=2)
+    db.commit()
+    for user, ratings in ((ann, ([1], [1, -1, 0], [1])), (bob, ([1], [1, -1, -1], [0]))):
+        for _ in range(2):
+            task = service.next_task(db, user, project)
+            for pos, r in enumerate(ratings):
+                service.submit_step(db, user, task.id, pos, list(r), [False] * len(r), _sid())
+            service.finish_task(db, user, task.id, "found_error")
+    stats = qc.project_stats(db, project)
+    a = [1, 1, -1, 0, 1] * 2
+    b = [1, 1, -1, -1, 0] * 2
+    assert stats["pairs"] == [{"a": "ann", "b": "bob", "kappa": pytest.approx(qc.cohen_kappa(a, b)),
+                               "units": 10}]
+    assert stats["fleiss_kappa"] == pytest.approx(qc.fleiss_kappa([list(x) for x in zip(a, b)]))
+
+
+def test_real_phase1_test_example_labelled_and_read_back(sessions, shared_data, tmp_path):
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    project = service.configure_project(db, "real", phase=1)
+    db.commit()
+    src = shared_data / "prm800k" / "raw-examples" / "phase1_test.concatenated.json"
+    assert service.import_queue(db, project, src) == 1
+    (original,) = read_records(src)
+    task = service.next_task(db, ann, project)
+    # Rate as the original labeller did; where they wrote their own step, the queue's
+    # human step is the continuation.
+    for pos, step in enumerate(original.steps):
+        ratings = [c.rating if c.rating is not None else 0 for c in step.completions]
+        service.submit_step(db, ann, task.id, pos, ratings, [False] * len(ratings), _sid())
+    service.finish_task(db, ann, task.id, "solution")
+    out = tmp_path / "export.jsonl"
+    service.export_project(db, project, out)
+    (sol,) = read_records(out)
+    assert sol.problem == original.problem
+    assert [[c.text for c in s.completions] for s in sol.steps] == \
+        [[c.text for c in s.completions] for s in original.steps]
+    assert [s.chosen for s in sol.steps] == [s.chosen for s in original.steps]
+    assert [s.human_completion for s in sol.steps] == [s.human_completion for s in original.steps]
+    assert [s.text for s in sol.trajectory()] == [s.text for s in original.trajectory()]
+    db.close()
