@@ -328,8 +328,7 @@ class ActiveLoop:
         return [], {"model_dir": str(result.model_dir), "steps": result.steps,
                     "model_fingerprint": folder_fingerprint(result.model_dir),
                     "resumed": cfg.resume,
-                    "metrics": {k: v for k, v in result.metrics.items()
-                                if isinstance(v, (int, float, str))}}
+                    "metrics": result.metrics}
 
 
 def run_loop(config: LoopConfig, after_step: Callable[[int, str], None] | None = None) -> dict:
