@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from prmkit.data.records import StepExample
+from prmkit.models.attention import TreeMask
 from prmkit.models.backbones import tiny_random
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.reward_model import StepRewardModel
@@ -53,7 +54,7 @@ def _batch(model: StepRewardModel, packing: str) -> Batch:
     rows = (pack_examples(EXAMPLES, model.encoder, 4096) if packing == "tree"
             else unpacked_rows(EXAMPLES, model.encoder))
     batch = collate(rows, model.tokenizer.pad_token_id).to(DEVICE)
-    assert batch.attention_mask.dim() == (3 if packing == "tree" else 2)
+    assert isinstance(batch.attention_mask, TreeMask) == (packing == "tree")
     return batch
 
 
@@ -125,9 +126,10 @@ def _assert_additive_mask(mask: torch.Tensor, allowed: torch.Tensor, dtype: torc
 def test_tree_mask_has_the_compute_dtype_under_autocast(bf16, dtype):
     model = _model("token").eval()
     batch = _batch(model, "tree")
-    assert (~batch.attention_mask).any()  # a tree: some pairs are masked
+    allowed = batch.attention_mask.dense()
+    assert (~allowed).any()  # a tree: some pairs are masked
     mask = _mask_seen_by_backbone(model, batch, bf16)
-    _assert_additive_mask(mask, batch.attention_mask, dtype)
+    _assert_additive_mask(mask, allowed, dtype)
 
 
 def test_tree_mask_has_the_weights_dtype_for_a_bf16_model():
@@ -139,7 +141,7 @@ def test_tree_mask_has_the_weights_dtype_for_a_bf16_model():
     bf16_model.backbone.to(torch.bfloat16)
     assert bf16_model.compute_dtype == torch.bfloat16
     mask = _mask_seen_by_backbone(bf16_model, batch, bf16=False)
-    _assert_additive_mask(mask, batch.attention_mask, torch.bfloat16)
+    _assert_additive_mask(mask, batch.attention_mask.dense(), torch.bfloat16)
     with torch.no_grad():
         args = (batch.input_ids, batch.label_positions, batch.attention_mask, batch.position_ids)
         ref, got = model(*args), bf16_model(*args)

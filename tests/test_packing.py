@@ -3,6 +3,7 @@ import torch
 
 from prmkit.data.records import StepExample
 from prmkit.errors import PrmkitError
+from prmkit.models.attention import TreeMask
 from prmkit.models.backbones import tiny_random
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.formatting import StepFormat
@@ -145,7 +146,7 @@ def test_count_weighted_packed_loss_equals_unpacked_loss(model):
     examples = _examples()
     packed = collate(pack_examples(examples, model.encoder, 4096), model.tokenizer.pad_token_id)
     plain = collate(unpacked_rows(examples, model.encoder), model.tokenizer.pad_token_id)
-    assert plain.attention_mask.dim() == 2 and packed.attention_mask.dim() == 3
+    assert plain.attention_mask.dim() == 2 and isinstance(packed.attention_mask, TreeMask)
     with torch.no_grad():
         lp = model.loss(model(packed.input_ids, packed.label_positions, packed.attention_mask,
                               packed.position_ids), packed.targets, packed.weights)
@@ -183,3 +184,90 @@ def test_token_batches_respect_budget():
     assert sorted(i for b in batches for i in b) == list(range(7))
     for b in batches:
         assert len(b) == 1 or max(lengths[i] for i in b) * len(b) <= 120
+
+
+# ---- attention implementations and sliding windows ------------------------------------------
+def _windowed_model(kind: str, impl: str = "sdpa") -> StepRewardModel:
+    """A tiny random Mistral (every layer windowed) or Qwen2 (full and windowed layers
+    mixed), window 8 tokens: much shorter than the packed paths."""
+    from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    _, tok = tiny_random(seed=1)
+    common = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                  eos_token_id=tok.eos_token_id, sliding_window=8)
+    if kind == "mistral":
+        config, cls = MistralConfig(**common), MistralForCausalLM
+    else:
+        config = Qwen2Config(**common, use_sliding_window=True, max_window_layers=1)
+        cls = Qwen2ForCausalLM
+        assert sorted(config.layer_types) == ["full_attention", "sliding_attention"]
+    config._attn_implementation = impl
+    torch.manual_seed(0)
+    backbone = cls(config)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for name, p in backbone.named_parameters():
+            if "norm" not in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return StepRewardModel.from_backbone(backbone, tok, RewardModelConfig()).eval()
+
+
+@pytest.mark.parametrize("kind", ["mistral", "qwen2-mixed-layers"])
+def test_tree_mask_sliding_window_equals_separate_windowed_runs(kind, monkeypatch):
+    """Training (tree rows) and scoring (one sequence, the model's own windowed mask)
+    see the same attention: the window is applied to the tree mask exactly."""
+    from prmkit.models import attention
+
+    model = _windowed_model(kind)
+    examples = _examples()
+    rows = pack_examples(examples, model.encoder, 4096)
+    assert max(len(r) for r in rows) > 8
+    assert _max_diff(model, examples, rows) < 1e-4
+    # the window matters: a full-attention tree mask (the old behaviour) differs
+    no_window = {t: None for t in attention.layer_windows(model.backbone)}
+    monkeypatch.setattr(attention, "layer_windows", lambda backbone: no_window)
+    assert _max_diff(model, examples, rows) > 1e-3
+
+
+def test_compact_tree_mask_equals_the_dense_row_mask(model):
+    from prmkit.training.batching import tree_mask
+
+    rows = pack_examples(_examples(), model.encoder, 4096)
+    length = max(len(r) for r in rows) + 3
+    dense = tree_mask(rows, length).dense()
+    for i, r in enumerate(rows):
+        n = len(r)
+        assert torch.equal(dense[i, :n, :n], r.attention_mask()[:n, :n])
+        assert not dense[i, n:, :n].any() and not dense[i, :n, n:].any()  # padding apart
+
+
+def test_flash_attention_2_with_a_tree_mask_is_refused(model):
+    import copy
+
+    flash = copy.deepcopy(model)
+    flash.backbone.config._attn_implementation = "flash_attention_2"
+    batch = collate(pack_examples(_examples(), model.encoder, 4096), model.tokenizer.pad_token_id)
+    with pytest.raises(PrmkitError, match="flash_attention_2 cannot take the tree"):
+        flash(batch.input_ids, batch.label_positions, batch.attention_mask, batch.position_ids)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["llama", "mistral"])
+def test_tree_mask_flex_attention_equals_sdpa_on_cpu(kind):
+    """flex attention runs on CPU (compiled by torch.compile, about a minute the first
+    time): a block mask built from the compact tree mask gives sdpa's logits."""
+    if kind == "llama":
+        backbone, tok = tiny_random(seed=1)
+        sdpa = StepRewardModel.from_backbone(backbone, tok, RewardModelConfig()).eval()
+    else:
+        sdpa = _windowed_model("mistral")
+    import copy
+
+    flex = copy.deepcopy(sdpa)
+    flex.backbone.set_attn_implementation("flex_attention")
+    rows = pack_examples(_examples(), sdpa.encoder, 4096)
+    ref, _ = _packed_logits(sdpa, rows)
+    got, _ = _packed_logits(flex, rows)
+    assert max((got[k] - ref[k]).abs().max().item() for k in got) < 1e-4

@@ -27,12 +27,83 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def load_backbone(name: str, dtype: torch.dtype | None = None):
-    """Return (model, tokenizer) for an alias, a local folder or a hub id."""
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
+          "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """A torch dtype from a name (bf16, fp16, fp32), a dtype, or None."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise PrmkitError(f"unknown dtype {dtype!r}; choose bf16, fp16 or fp32") from None
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """None or "auto": the first CUDA device when there is one, else the CPU. An explicit
+    CUDA device without CUDA is a clear error."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise PrmkitError(f"device {device} requested but no CUDA device is available")
+    return device
+
+
+def attn_kwargs(attn_implementation: str | None) -> dict:
+    """from_pretrained keyword for an attention implementation (None/auto: sdpa)."""
+    from prmkit.models.attention import ATTN_IMPLEMENTATIONS
+
+    if attn_implementation in (None, "auto"):
+        return {"attn_implementation": "sdpa"}
+    if attn_implementation not in ATTN_IMPLEMENTATIONS:
+        raise PrmkitError(f"unknown attn_implementation {attn_implementation!r}; choose "
+                          f"auto, {', '.join(ATTN_IMPLEMENTATIONS)}")
+    if attn_implementation == "flash_attention_2" and not torch.cuda.is_available():
+        raise PrmkitError("attn_implementation=flash_attention_2 needs a CUDA device and the "
+                          "flash-attn package; use sdpa or flex_attention on CPU")
+    return {"attn_implementation": attn_implementation}
+
+
+def check_4bit_available() -> None:
+    """QLoRA's 4-bit weights run on bitsandbytes' CUDA kernels: refuse at start otherwise."""
+    if not torch.cuda.is_available():
+        raise PrmkitError("load_in_4bit (QLoRA) needs a CUDA device: bitsandbytes' 4-bit "
+                          "kernels do not run on the CPU; train LoRA on bf16 weights instead "
+                          "(load_in_4bit=false, torch_dtype=bf16)")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise PrmkitError("load_in_4bit (QLoRA) needs bitsandbytes: pip install bitsandbytes")
+
+
+def quantization_kwargs(compute_dtype: torch.dtype | None) -> dict:
+    """from_pretrained keywords for NF4 weights (double quantisation) on this process's GPU."""
+    from transformers import BitsAndBytesConfig
+
+    check_4bit_available()
+    bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                             bnb_4bit_use_double_quant=True,
+                             bnb_4bit_compute_dtype=compute_dtype or torch.bfloat16)
+    return {"quantization_config": bnb, "device_map": {"": torch.cuda.current_device()}}
+
+
+def load_backbone(name: str, dtype: str | torch.dtype | None = None,
+                  attn_implementation: str | None = None, load_in_4bit: bool = False):
+    """Return (model, tokenizer) for an alias, a local folder or a hub id, loaded straight
+    in `dtype` (default fp32) with `attn_implementation` (default sdpa); load_in_4bit:
+    NF4 weights through bitsandbytes (CUDA only)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    dtype = resolve_dtype(dtype)
+    attn = attn_kwargs(attn_implementation)
+    quant = quantization_kwargs(dtype) if load_in_4bit else {}
     if name == "tiny-random":
-        return tiny_random()
+        if load_in_4bit:
+            raise PrmkitError("load_in_4bit needs a saved backbone folder, not tiny-random")
+        model, tokenizer = tiny_random()
+        model.set_attn_implementation(attn["attn_implementation"])
+        return model.to(dtype or torch.float32), tokenizer
     if name == "smollm2-135m":
         name = str(smollm2_folder())
     if not Path(name).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
@@ -40,7 +111,8 @@ def load_backbone(name: str, dtype: torch.dtype | None = None):
             f"backbone {name!r} is neither an alias ({', '.join(ALIASES)}) nor a local folder, "
             "and the hub is offline (HF_HUB_OFFLINE=1)"
         )
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or torch.float32, **attn,
+                                                 **quant)
     tokenizer = AutoTokenizer.from_pretrained(name)
     return model, tokenizer
 

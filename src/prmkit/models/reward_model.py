@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from prmkit.errors import PrmkitError
+from prmkit.models.attention import (  # noqa: F401 (additive_attention_mask re-exported)
+    TreeMask,
+    additive_attention_mask,
+    decoder_attention_mask,
+)
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
 
 HEAD_WEIGHTS = "reward_head.safetensors"
-
-
-def additive_attention_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[B, L, L] bool (True = may attend) -> [B, 1, L, L] additive mask in `dtype`."""
-    zero = torch.zeros((), dtype=dtype, device=allowed.device)
-    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=allowed.device)
-    return torch.where(allowed, zero, neg).unsqueeze(1)
 
 
 class StepRewardModel(nn.Module):
@@ -55,14 +54,15 @@ class StepRewardModel(nn.Module):
     # ---- construction -------------------------------------------------------------
     @classmethod
     def from_backbone(cls, backbone, tokenizer=None, config: RewardModelConfig | None = None,
-                      dtype: torch.dtype | None = None) -> StepRewardModel:
-        """Build from a backbone alias/path/hub id, or from an already loaded model."""
+                      dtype: torch.dtype | str | None = None, **load: Any) -> StepRewardModel:
+        """Build from a backbone alias/path/hub id, or from an already loaded model.
+        `load`: attn_implementation, load_in_4bit, device (see `load_backbone`)."""
         from prmkit.models.backbones import load_backbone
 
         config = copy.deepcopy(config) if config is not None else RewardModelConfig()
         if isinstance(backbone, str | Path):
             config.backbone = str(backbone)
-            backbone, loaded_tok = load_backbone(str(backbone), dtype=dtype)
+            backbone, loaded_tok = load_backbone(str(backbone), dtype=dtype, **load)
             tokenizer = tokenizer or loaded_tok
         if tokenizer is None:
             raise PrmkitError("a tokenizer is required when the backbone is a model object")
@@ -75,7 +75,22 @@ class StepRewardModel(nn.Module):
 
         lora = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
                           target_modules=target_modules, bias="none")
+        if getattr(self.backbone, "is_loaded_in_4bit", False):
+            from peft import prepare_model_for_kbit_training
+
+            prepare_model_for_kbit_training(self.backbone, use_gradient_checkpointing=False)
         object.__setattr__(self, "_peft_model", get_peft_model(self.backbone, lora))
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each decoder layer's activations in the backward pass (non-reentrant
+        checkpoints, so frozen inputs and LoRA work); call after apply_lora."""
+        if not self.backbone.supports_gradient_checkpointing:
+            raise PrmkitError(f"{type(self.backbone).__name__} does not support gradient "
+                              "checkpointing")
+        self.backbone.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+        if self._peft_model is not None:
+            self.backbone.enable_input_require_grads()
 
     @property
     def encoder(self) -> SegmentEncoder:
@@ -86,10 +101,15 @@ class StepRewardModel(nn.Module):
 
     # ---- forward ------------------------------------------------------------------
     def hidden_states(self, input_ids, attention_mask=None, position_ids=None) -> torch.Tensor:
-        """Final hidden states [B, L, H]. attention_mask: [B, L] padding mask, or [B, L, L]
-        bool (True = may attend) for packed sequences and prefix trees."""
-        if attention_mask is not None and attention_mask.dim() == 3:
-            attention_mask = additive_attention_mask(attention_mask, self.compute_dtype)
+        """Final hidden states [B, L, H]. attention_mask: [B, L] padding mask, or for packed
+        sequences and prefix trees a `TreeMask` or a [B, L, L] bool mask (True = may
+        attend) with their position_ids (see prmkit.models.attention)."""
+        if isinstance(attention_mask, TreeMask) or (
+                attention_mask is not None and attention_mask.dim() == 3):
+            if position_ids is None:
+                raise PrmkitError("a tree attention mask needs its position_ids")
+            attention_mask = decoder_attention_mask(self.backbone, attention_mask, position_ids,
+                                                    self.compute_dtype)
         decoder = self.backbone.get_decoder()
         out = decoder(input_ids=input_ids, attention_mask=attention_mask,
                       position_ids=position_ids, use_cache=False)
@@ -154,7 +174,12 @@ class StepRewardModel(nn.Module):
             self._peft_model.save_pretrained(folder)
             config.adapter = True
         elif self._peft_model is not None:
-            copy.deepcopy(self._peft_model).merge_and_unload().save_pretrained(folder)
+            if getattr(self.backbone, "is_loaded_in_4bit", False):
+                raise PrmkitError("a 4-bit (QLoRA) backbone cannot be saved merged: save the "
+                                  "adapter (merge_adapter=False, training: save_merged=false) "
+                                  "and load it over the bf16 backbone")
+            base = self._peft_model.get_base_model()
+            base.save_pretrained(folder, state_dict=merged_state_dict(base))
             config.adapter = False
         else:
             self.backbone.save_pretrained(folder)
@@ -167,11 +192,17 @@ class StepRewardModel(nn.Module):
         return folder
 
     @classmethod
-    def from_pretrained(cls, folder: str | Path, dtype: torch.dtype | None = None,
-                        device: str | torch.device | None = None) -> StepRewardModel:
+    def from_pretrained(cls, folder: str | Path, dtype: torch.dtype | str | None = None,
+                        device: str | torch.device | None = None,
+                        attn_implementation: str | None = None) -> StepRewardModel:
+        """Load a saved model; dtype (default fp32) is the backbone's dtype as loaded (the
+        head stays fp32), so a bf16 model never holds fp32 weights on the way."""
         from safetensors.torch import load_file
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from prmkit.models.backbones import attn_kwargs, resolve_dtype
+
+        dtype = resolve_dtype(dtype)
         folder = Path(folder)
         config = RewardModelConfig.load(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -182,13 +213,52 @@ class StepRewardModel(nn.Module):
 
             if not config.backbone:
                 raise PrmkitError(f"{folder}: adapter folder without a base backbone in its config")
-            base, _ = load_backbone(config.backbone, dtype=dtype)
+            base, _ = load_backbone(config.backbone, dtype=dtype,
+                                    attn_implementation=attn_implementation)
             backbone = PeftModel.from_pretrained(base, folder).merge_and_unload()
         else:
-            backbone = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+            backbone = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=dtype or torch.float32, **attn_kwargs(attn_implementation))
         model = cls(backbone, tokenizer, config)
         if model.head is not None:
             model.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
         if device is not None:
             model.to(device)
         return model.eval()
+
+
+def merged_state_dict(backbone) -> dict[str, torch.Tensor]:
+    """The LoRA-merged weights of a peft-wrapped backbone, on the host, without copying the
+    model on its device: each adapted layer's weight is merged on the device one layer at
+    a time and moved to the host; the other weights move as they are."""
+    from peft.tuners.lora import LoraLayer
+
+    out: dict[str, torch.Tensor] = {}
+    done: set[str] = set()  # modules whose weights are already in `out`
+    host: dict[int, torch.Tensor] = {}  # tied weights stay one tensor
+
+    def to_host(t: torch.Tensor) -> torch.Tensor:
+        key = t.data_ptr()
+        if key not in host:
+            host[key] = t.detach().to("cpu", copy=True)
+        return host[key]
+
+    with torch.no_grad():
+        for name, module in backbone.named_modules():
+            if not isinstance(module, LoraLayer):
+                continue
+            base = module.get_base_layer()
+            merged = base.weight.float()
+            for adapter in module.active_adapters:
+                if adapter in module.lora_A:
+                    merged = merged + module.get_delta_weight(adapter).float()
+            out[f"{name}.weight"] = merged.to(base.weight.dtype).cpu()
+            if getattr(base, "bias", None) is not None:
+                out[f"{name}.bias"] = to_host(base.bias)
+            done.add(name)
+        for key, tensor in backbone.state_dict(keep_vars=True).items():
+            plain = key.replace(".base_layer.", ".")
+            if "lora_" in key or plain.rpartition(".")[0] in done:
+                continue
+            out[plain] = to_host(tensor)
+    return out

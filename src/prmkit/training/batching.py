@@ -8,13 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from prmkit.models.attention import TreeMask
 from prmkit.training.packing import PackedRow
 
 
 @dataclass
 class Batch:
     input_ids: torch.Tensor  # [B, L]
-    attention_mask: torch.Tensor  # [B, L] padding mask, or [B, L, L] bool tree mask
+    attention_mask: torch.Tensor | TreeMask  # [B, L] padding mask, or a tree mask
     position_ids: torch.Tensor  # [B, L]
     label_positions: torch.Tensor  # [K, 2] (row, token)
     targets: torch.Tensor  # [K, C] target distributions
@@ -23,10 +24,14 @@ class Batch:
     num_sources: int  # example labels covered (a merged node counts each of its labels)
 
     def to(self, device) -> Batch:
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device),
-                     self.position_ids.to(device), self.label_positions.to(device),
-                     self.targets.to(device), self.weights.to(device), self.num_tokens,
-                     self.num_sources)
+        """The tensors on `device` (asynchronously from pinned memory on CUDA); a tree mask
+        travels in its compact form and is expanded there."""
+        def move(t):
+            return t.to(device, non_blocking=True)
+
+        return Batch(move(self.input_ids), move(self.attention_mask), move(self.position_ids),
+                     move(self.label_positions), move(self.targets), move(self.weights),
+                     self.num_tokens, self.num_sources)
 
 
 def is_plain(row: PackedRow) -> bool:
@@ -56,15 +61,33 @@ def token_batches(lengths: Sequence[int], batch_tokens: int,
     return batches
 
 
-def collate(rows: Sequence[PackedRow], pad_id: int) -> Batch:
-    """Pad rows to the longest; plain rows get a [B, L] padding mask, trees a [B, L, L] mask."""
+def tree_mask(rows: Sequence[PackedRow], length: int) -> TreeMask:
+    """The compact tree mask of rows padded to `length`: padding is one more segment of
+    its own (it sees only padding; nothing sees it)."""
+    s = max(len(r.segment_parent) for r in rows) + 1
+    segments = torch.full((len(rows), length), s - 1, dtype=torch.long)
+    ancestry = torch.zeros((len(rows), s, s), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        segments[i, : len(r)] = torch.tensor(r.token_segment, dtype=torch.long)
+        anc = ancestry[i]
+        for j, p in enumerate(r.segment_parent):  # parents precede children
+            if p >= 0:
+                anc[j] = anc[p]
+            anc[j, j] = True
+        anc[s - 1, s - 1] = True
+    return TreeMask(segments, ancestry)
+
+
+def collate(rows: Sequence[PackedRow], pad_id: int, pin_memory: bool = False) -> Batch:
+    """Pad rows to the longest; plain rows get a [B, L] padding mask, trees a `TreeMask`
+    (expanded to [B, L, L], or a flex block mask, on the model's device). pin_memory:
+    page-locked host tensors, for asynchronous copies to a GPU."""
     length = max(len(r) for r in rows)
     b = len(rows)
     input_ids = torch.full((b, length), pad_id, dtype=torch.long)
     position_ids = torch.zeros((b, length), dtype=torch.long)
     plain = all(is_plain(r) for r in rows)
-    mask = (torch.zeros((b, length), dtype=torch.long) if plain
-            else torch.zeros((b, length, length), dtype=torch.bool))
+    mask = torch.zeros((b, length), dtype=torch.long) if plain else tree_mask(rows, length)
     positions, targets, weights = [], [], []
     sources = 0
     for i, r in enumerate(rows):
@@ -75,13 +98,11 @@ def collate(rows: Sequence[PackedRow], pad_id: int) -> Batch:
             position_ids[i, n:] = torch.arange(n, length)
         if plain:
             mask[i, :n] = 1
-        else:
-            mask[i] = r.attention_mask(length)
         positions.extend((i, p) for p in r.label_positions)
         targets.extend(r.targets)
         weights.extend(r.weights)
         sources += sum(len(s) for s in r.sources)
-    return Batch(
+    batch = Batch(
         input_ids=input_ids,
         attention_mask=mask,
         position_ids=position_ids,
@@ -91,6 +112,18 @@ def collate(rows: Sequence[PackedRow], pad_id: int) -> Batch:
         num_tokens=sum(len(r) for r in rows),
         num_sources=sources,
     )
+    return _pinned(batch) if pin_memory else batch
+
+
+def _pinned(batch: Batch) -> Batch:
+    def pin(t):
+        return t.pin_memory()
+
+    mask = batch.attention_mask
+    mask = TreeMask(pin(mask.segments), pin(mask.ancestry)) if isinstance(mask, TreeMask) \
+        else pin(mask)
+    return Batch(pin(batch.input_ids), mask, pin(batch.position_ids), pin(batch.label_positions),
+                 pin(batch.targets), pin(batch.weights), batch.num_tokens, batch.num_sources)
 
 
 def label_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
