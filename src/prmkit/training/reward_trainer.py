@@ -12,7 +12,6 @@ labels of its micro-batches (and processes), whatever the accumulation.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -30,7 +29,14 @@ import torch
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
 from prmkit.training import checkpointing as ckpt
-from prmkit.training.batching import collate, label_losses, predict_rows, token_batches
+from prmkit.training import distributed as dist
+from prmkit.training.batching import (
+    RowPredictions,
+    collate,
+    label_losses,
+    predict_rows,
+    token_batches,
+)
 from prmkit.training.packing import PackedRow, drop_long_prompts, pack_examples, unpacked_rows
 from prmkit.training.resume import check_resume, run_fingerprint
 from prmkit.training.reward_config import RewardTrainingConfig
@@ -81,6 +87,11 @@ def step_summary(p: np.ndarray, t: np.ndarray, w: np.ndarray, losses: np.ndarray
     }
 
 
+def merge_predictions(parts: Sequence[RowPredictions]) -> RowPredictions:
+    return RowPredictions(*(np.concatenate([getattr(q, f) for q in parts])
+                            for f in ("probs", "truth", "weights", "losses")))
+
+
 def top_layer_targets(backbone, k: int, target_modules) -> list[str]:
     """Full names of the linear modules inside the top k decoder layers (LoRA targets)."""
     n_layers = backbone.config.get_text_config().num_hidden_layers
@@ -114,26 +125,21 @@ class RewardTrainer:
 
     # ---- setup --------------------------------------------------------------------------
     def _accelerator(self):
-        from accelerate import Accelerator
-
-        cfg = self.config
-        cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
-        if cfg.device == "cuda" and not torch.cuda.is_available():
-            raise PrmkitError("device=cuda but no CUDA device is available")
-        return Accelerator(cpu=cpu, mixed_precision="no")
+        return dist.make_accelerator(self.config)
 
     def build_model(self):
-        from prmkit.models.reward_model import StepRewardModel
+        from prmkit.training.model_setup import finish_model_setup, load_reward_model
 
         cfg = self.config
         seed_everything(cfg.seed)
-        model = self._model or StepRewardModel.from_backbone(cfg.backbone, config=cfg.model)
+        model = load_reward_model(cfg, self._model)
         if cfg.lora.enabled:
             targets = cfg.lora.target_modules
             if cfg.lora.top_k_layers:
                 targets = top_layer_targets(model.backbone, cfg.lora.top_k_layers, targets)
             model.apply_lora(r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout,
                              target_modules=targets)
+        finish_model_setup(cfg, model)
         return model
 
     def build_rows(self, examples, encoder, weighting: str | None = None) -> list[PackedRow]:
@@ -177,18 +183,21 @@ class RewardTrainer:
     # ---- training -----------------------------------------------------------------------
     def train(self) -> TrainResult:
         from prmkit.training.dataset import prepare
+        from prmkit.training.model_setup import check_model_options
 
         cfg = self.config
+        check_model_options(cfg)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         acc = self._accelerator()
         self.accelerator = acc
+        self.engine = dist.check_engine(acc, cfg)
         out = Path(cfg.output_dir)
         if not cfg.resume and ckpt.latest_checkpoint(out) is not None:
             raise PrmkitError(f"{out} already holds checkpoints; set resume=true to continue "
                               "or choose another output_dir")
         resume_from = ckpt.latest_checkpoint(out) if cfg.resume else None
-        self.fingerprint = run_fingerprint(cfg, acc.num_processes)
+        self.fingerprint = run_fingerprint(cfg, acc.num_processes, self.engine)
         if resume_from is not None:
             self._check_resume(out, resume_from)
         elif acc.is_main_process:  # a resumed run keeps the config.json it started with
@@ -234,16 +243,30 @@ class RewardTrainer:
         self.data_stats.update({"batches_per_epoch": usable, "steps_per_epoch": steps_per_epoch,
                                 "total_steps": total_steps})
 
+        frozen = dist.freeze_unused_parameters(model)
+        if frozen and acc.is_main_process:
+            log.info("frozen (never used by the forward pass): %s", ", ".join(frozen))
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         scheduler = self._scheduler(optimizer, total_steps)
         model.train()
+        if self.engine.startswith("zero"):
+            dist.configure_deepspeed(acc, cfg)
+        acc.gradient_accumulation_steps = cfg.grad_accum
         model, optimizer = acc.prepare(model, optimizer)
         raw = acc.unwrap_model(model)
+        dist.after_prepare(self.engine, model, raw)
+        params = [p for p in model.parameters() if p.requires_grad]  # FSDP: sharded now
         self._trained_model = model
 
         start_step = 0
-        if resume_from is not None:
+        if resume_from is not None and dist.is_engine_checkpoint(resume_from):
+            start_step = dist.load_engine_checkpoint(acc, resume_from, scheduler)
+            acc.print(f"resumed from {resume_from} (step {start_step})")
+        elif resume_from is not None:
+            if self.engine.startswith("zero") or self.engine == "fsdp":
+                raise PrmkitError(f"{resume_from} was saved without DeepSpeed or FSDP: resume "
+                                  "it with the engine that saved it")
             start_step = ckpt.load_checkpoint(resume_from, raw, optimizer, scheduler,
                                               rank=acc.process_index)
             acc.print(f"resumed from {resume_from} (step {start_step})")
@@ -272,23 +295,26 @@ class RewardTrainer:
                 mine = window[rank::world]
                 total_w = sum(float(np.sum(train_rows[r].weights)) for b in window
                               for r in batches[b])
-                loss_sum = 0.0
-                for j, b in enumerate(mine):
+                # accumulate() syncs gradients (DeepSpeed: engine.step) at the window's
+                # last micro-batch, also when the epoch's last window is shorter.
+                acc.step = cfg.grad_accum - len(mine)
+                loss_sum = torch.zeros((), device=device)  # read only when logged
+                for b in mine:
                     batch = collate([train_rows[r] for r in batches[b]], pad_id).to(device)
-                    sync = j == len(mine) - 1
-                    ctx = contextlib.nullcontext() if sync else acc.no_sync(model)
-                    with ctx:
+                    with acc.accumulate(model):
                         with autocast:
                             logits = model(batch.input_ids, batch.label_positions,
                                            batch.attention_mask, batch.position_ids)
                         per = label_losses(logits, batch.targets)
                         loss = (per * batch.weights).sum() / max(total_w, 1e-8) * world
-                        acc.backward(loss)
-                    loss_sum += loss.item() / world
+                        # accelerate (DeepSpeed: the engine) divides by grad_accum; the
+                        # loss is already normalised over the whole window.
+                        acc.backward(loss * cfg.grad_accum)
+                    loss_sum += loss.detach() / world
                     window_tokens += batch.num_tokens
                     window_labels += batch.num_sources
-                if cfg.max_grad_norm:
-                    acc.clip_grad_norm_(params, cfg.max_grad_norm)
+                if cfg.max_grad_norm and not self.engine.startswith("zero"):
+                    acc.clip_grad_norm_(params, cfg.max_grad_norm)  # DeepSpeed clips itself
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -296,9 +322,9 @@ class RewardTrainer:
                 tokens_since += window_tokens
                 labels_since += window_labels
                 window_tokens = window_labels = 0
-                last_loss = self._mean_across(loss_sum) * world  # each rank holds a share
                 now = time.perf_counter()
                 if step % cfg.log_every == 0 or step == total_steps or step == start_step + 1:
+                    last_loss = self._mean_across(loss_sum) * world  # each rank holds a share
                     dt = max(now - t_since, 1e-9)
                     tps = self._mean_across(tokens_since / dt) * world
                     lps = self._mean_across(labels_since / dt) * world
@@ -327,9 +353,9 @@ class RewardTrainer:
         # Save before the final evaluation: a long eval that is stopped loses nothing.
         model_dir = out / MODEL_DIR
         acc.wait_for_everyone()
+        dist.save_final_model(acc, self.engine, model, raw, model_dir, cfg.save_merged,
+                              self.build_model)
         if acc.is_main_process:
-            raw.eval()
-            raw.save_pretrained(model_dir, merge_adapter=cfg.save_merged)
             with atomic_write(out / "data_stats.json", "w") as f:
                 f.write(json.dumps(dict(self.data_stats), indent=2) + "\n")
         acc.wait_for_everyone()
@@ -347,12 +373,25 @@ class RewardTrainer:
         from accelerate.utils import gather_object
 
         acc = self.accelerator
-        raw = acc.unwrap_model(model)
+        cfg = self.config
         lengths = [len(r) for r in rows]
-        batches = token_batches(lengths, self.config.batch_tokens, self.config.max_rows)
-        mine = [rows[i] for b in batches[acc.process_index::acc.num_processes] for i in b]
-        pred = predict_rows(raw, mine, pad_id, self.config.batch_tokens, self.config.max_rows,
-                            self.config.bf16, acc.device) if mine else None
+        batches = token_batches(lengths, cfg.batch_tokens, cfg.max_rows)
+        mine = batches[acc.process_index::acc.num_processes]
+        if self.engine in dist.SHARDED:
+            # Each forward gathers weights from every process: all run the same number of
+            # batches (a spare one repeats the first batch, and is dropped).
+            forward, preds = dist.WrappedForward(model, acc.unwrap_model(model)), []
+            for i in range(math.ceil(len(batches) / acc.num_processes)):
+                b = mine[i] if i < len(mine) else batches[0]
+                p = predict_rows(forward, [rows[r] for r in b], pad_id, cfg.batch_tokens,
+                                 cfg.max_rows, cfg.bf16, acc.device)
+                if i < len(mine):
+                    preds.append(p)
+            pred = merge_predictions(preds) if preds else None
+        else:
+            mine_rows = [rows[i] for b in mine for i in b]
+            pred = predict_rows(acc.unwrap_model(model), mine_rows, pad_id, cfg.batch_tokens,
+                                cfg.max_rows, cfg.bf16, acc.device) if mine_rows else None
         parts = gather_object([pred])
         parts = [p for p in parts if p is not None and len(p.probs)]
         if not parts:
@@ -373,11 +412,11 @@ class RewardTrainer:
     def _epoch_order(self, epoch: int, n: int) -> list[int]:
         return np.random.default_rng([self.config.seed, epoch]).permutation(n).tolist()
 
-    def _mean_across(self, value: float) -> float:
+    def _mean_across(self, value: float | torch.Tensor) -> float:
         acc = self.accelerator
         if acc.num_processes == 1:
-            return value
-        t = torch.tensor([value], dtype=torch.float64, device=acc.device)
+            return float(value)
+        t = torch.as_tensor(value, dtype=torch.float64, device=acc.device).reshape(1)
         return float(acc.reduce(t, reduction="mean").item())
 
     def _progress(self, total: int, initial: int):
@@ -399,9 +438,13 @@ class RewardTrainer:
         acc.wait_for_everyone()
         rng = [ckpt.rng_state()]
         rng_states = gather_object(rng) if acc.num_processes > 1 else rng
+        info = {"time": time.time(), **self.fingerprint}
+        if self.engine.startswith("zero") or self.engine == "fsdp":
+            dist.save_engine_checkpoint(acc, out, step, scheduler, info,
+                                        self.config.keep_checkpoints, rng_states)
+            return
         if acc.is_main_process:
-            ckpt.save_checkpoint(out, step, raw, optimizer, scheduler,
-                                 {"time": time.time(), **self.fingerprint},
+            ckpt.save_checkpoint(out, step, raw, optimizer, scheduler, info,
                                  keep=self.config.keep_checkpoints, rng_states=rng_states)
         acc.wait_for_everyone()
 
