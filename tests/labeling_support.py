@@ -195,3 +195,146 @@ def task_id_from(response: httpx.Response) -> int:
     m = re.fullmatch(r"/tasks/(\d+)", response.headers["location"])
     assert m, response.headers["location"]
     return int(m.group(1))
+
+
+# --- the load scenario (test and benchmark) ------------------------------------------------
+
+
+def _retrying(call, deadline: float):
+    """Repeat a request through connection errors (a server being restarted)."""
+    while True:
+        try:
+            return call()
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def run_load(workdir: Path, labellers: int = 20, items: int = 20, overlap: int = 2,
+             kill_after: int | None = 30) -> dict:
+    """`labellers` clients label a phase-1 queue at once over HTTP (each task seen by
+    `overlap` of them); once `kill_after` steps are stored the server is SIGKILLed and
+    started again, and clients retry with the same submission ids; each client submits its
+    first step form twice. Returns the figures and what was submitted and exported."""
+    import threading
+
+    from prmkit.labeling import create_app, service
+
+    db = str(workdir / "load.sqlite")
+    app = create_app(db)
+    with app.state.sessionmaker() as s:
+        service.create_user(s, "admin", PASSWORD, "admin")
+        for i in range(labellers):
+            service.create_user(s, f"l{i:02d}", PASSWORD)
+        project = service.configure_project(s, "load", phase=1, overlap=overlap)
+        s.commit()
+        service.import_queue(s, project, write_queue(workdir / "queue.jsonl",
+                                                     [phase1_record(i) for i in range(items)]))
+    app.state.engine.dispose()
+
+    server = LiveServer(db).start()
+    submitted: list[tuple[str, str, int, tuple[int, ...]]] = []
+    lock = threading.Lock()
+    counts = {"requests": 0, "double_submits": 0}
+    killed = threading.Event()
+    errors: list[BaseException] = []
+
+    def labeller(name: str) -> None:
+        deadline = time.monotonic() + 300
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            def call(method, url, **kw):
+                with lock:
+                    counts["requests"] += 1
+                return _retrying(lambda: c.request(method, url, **kw), deadline)
+
+            page = call("GET", "/login")
+            call("POST", "/login", data={"username": name, "password": PASSWORD,
+                                         "csrf_token": hidden(page.text, "csrf_token")})
+            csrf = hidden(call("GET", "/tasks").text, "csrf_token")
+            first = True
+            while True:
+                r = call("POST", "/projects/1/next", data={"csrf_token": csrf})
+                if not r.headers.get("location", "").startswith("/tasks/"):
+                    return  # nothing left
+                task = task_id_from(r)
+                while True:
+                    page = call("GET", f"/tasks/{task}").text
+                    m = re.search(r'action="/tasks/\d+/steps/(\d+)"', page)
+                    if not m:
+                        break
+                    position = int(m.group(1))
+                    problem = re.search(r'id="problem">(.*?)</div>', page, re.S).group(1)
+                    n = len(re.findall(r'class="candidate"', page))
+                    ratings = tuple((hash((name, task, position, i)) % 3) - 1 for i in range(n))
+                    form = {"csrf_token": csrf, "submission_id": hidden(page, "submission_id"),
+                            **{f"rating_{i}": str(r) for i, r in enumerate(ratings)}}
+                    for _ in range(2 if first else 1):
+                        r = call("POST", f"/tasks/{task}/steps/{position}", data=form)
+                        assert r.status_code == 303, (r.status_code, r.text[:300])
+                    with lock:
+                        counts["double_submits"] += first
+                        submitted.append((name, problem, position, ratings))
+                        if kill_after and len(submitted) == kill_after:
+                            killed.set()
+                    first = False
+                r = call("POST", f"/tasks/{task}/finish",
+                         data={"csrf_token": csrf, "reason": "found_error"})
+                assert r.status_code == 303, r.text[:300]
+
+    def guarded(name):
+        try:
+            labeller(name)
+        except BaseException as e:  # reported by the caller
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(f"l{i:02d}",)) for i in range(labellers)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    restart_s = 0.0
+    if kill_after:
+        while not killed.wait(0.05) and any(t.is_alive() for t in threads):
+            pass
+        if killed.is_set():
+            t0 = time.monotonic()
+            server.kill()
+            server.start()
+            restart_s = time.monotonic() - t0
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - start
+    try:
+        if errors:
+            raise errors[0]
+        with httpx.Client(base_url=server.url, timeout=60) as admin:
+            login(admin, "admin")
+            export = admin.get("/admin/projects/1/export")
+            assert export.status_code == 200
+    finally:
+        server.stop()
+    out = workdir / "export.jsonl"
+    out.write_bytes(export.content)
+    exported = []
+    import json as _json
+
+    for line in export.content.splitlines():
+        rec = _json.loads(line)
+        for position, step in enumerate(rec["label"]["steps"]):
+            exported.append((rec["labeler"], rec["question"]["problem"], position,
+                             tuple(c["rating"] for c in step["completions"])))
+    return {
+        "labellers": labellers,
+        "labels_submitted": len(submitted),
+        "labels_exported": len(exported),
+        "requests_per_s": counts["requests"] / wall,
+        "requests": counts["requests"],
+        "wall_s": wall,
+        "server_killed_after_labels": kill_after,
+        "restart_s": restart_s,
+        "double_submitted_forms": counts["double_submits"],
+        "tasks_exported": len(export.content.splitlines()),
+        "submitted": submitted,
+        "exported": exported,
+        "export_path": str(out),
+    }
