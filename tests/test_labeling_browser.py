@@ -47,7 +47,8 @@ def _sign_in(page, url: str, name: str) -> None:
         page.click("button[type=submit]")
 
 
-def _session(tmp_path: Path, queue: Path, ratings_for, shots: dict[str, Path]) -> Path:
+def _session(tmp_path: Path, queue: Path, ratings_for, shots: dict[str, Path],
+             before_dashboard=None) -> Path:
     """Label the queue's first solution in Chromium; returns the exported file."""
     db = str(tmp_path / "labels.sqlite")
     _prepare(db, queue)
@@ -77,6 +78,8 @@ def _session(tmp_path: Path, queue: Path, ratings_for, shots: dict[str, Path]) -
                 page.keyboard.press("s")  # finish: solution
             assert "Finished: solution" in page.inner_text("#done")
 
+            if before_dashboard:
+                before_dashboard(db)
             admin = browser.new_page(viewport={"width": 1100, "height": 700})
             _sign_in(admin, server.url, "root")
             assert admin.url.endswith("/admin")
@@ -91,6 +94,23 @@ def _session(tmp_path: Path, queue: Path, ratings_for, shots: dict[str, Path]) -
     return out
 
 
+def _second_labeller(db: str) -> None:
+    """bob labels beside ann (same solution, a gold question), for the dashboard."""
+    app = create_app(db)
+    with app.state.sessionmaker() as s:
+        project = service.configure_project(s, "phase1-test", overlap=2, gold_rate=0.5)
+        s.commit()
+        service.import_queue(s, project, write_queue(Path(db).with_name("gold.jsonl"),
+                                                     [phase1_record(9, rated=True, qc=True)]))
+        bob = service.create_user(s, "bob", PASSWORD)
+        for ratings in ([[1], [1, -1, -1], [1]], [[1], [1, 0, 0], [-1]], [[1], [-1, -1, 0], [1]]):
+            task = service.next_task(s, bob, project)
+            for pos, r in enumerate(ratings):
+                service.submit_step(s, bob, task.id, pos, r, [False] * len(r), f"{task.id}-{pos}")
+            service.finish_task(s, bob, task.id, "found_error")
+    app.state.engine.dispose()
+
+
 def _keep_screenshots(*paths: Path) -> None:
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -103,8 +123,10 @@ def test_a_phase1_solution_labelled_with_the_keyboard_in_chromium_exports_for_pr
     queue = write_queue(tmp_path / "queue.jsonl", [phase1_record(3), phase1_record(4)])
     shots = {"task": tmp_path / "labeling-task.png", "dashboard": tmp_path / "labeling-dashboard.png"}
     wanted = {0: [1], 1: [1, -1, 0], 2: [1]}
-    out = _session(tmp_path, queue, lambda pos, n: wanted[pos], dict(shots))
-    (sol,) = read_records(out)
+    out = _session(tmp_path, queue, lambda pos, n: wanted[pos], dict(shots), _second_labeller)
+    records = list(read_records(out))
+    assert sorted(r.provenance.labeler for r in records) == ["ann", "bob", "bob", "bob"]
+    (sol,) = [r for r in records if r.provenance.labeler == "ann"]
     assert sol.provenance.labeler == "ann" and sol.finish_reason == "solution"
     assert [[c.rating for c in s.completions] for s in sol.steps] == [[1], [1, -1, 0], [1]]
     assert [c.flagged for c in sol.steps[1].completions] == [True, False, False]
