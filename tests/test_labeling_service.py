@@ -145,11 +145,11 @@ def test_own_step_only_when_every_alternative_is_rated_wrong(setup):
     assert step["chosen_completion"] is None
     assert step["human_completion"] == {"text": "Then $2x=6$.", "rating": None, "flagged": False,
                                         "source": "human"}
-    (sol,) = read_records_from(record, db, project)
+    (sol,) = _parse(record)
     assert [s.text for s in sol.trajectory()] == ["Let $x = 3$, so $x^2 = 9$.", "Then $2x=6$."]
 
 
-def read_records_from(record, db, project):
+def _parse(record):
     from prmkit.data.prm800k import parse_record
 
     return [parse_record(record, "export", 1)]
@@ -168,7 +168,7 @@ def test_bad_problem_and_give_up_need_a_reason(setup):
     (record,) = service.iter_export(db, project)
     assert record["label"]["finish_reason"] == "bad_problem"
     assert record["label"]["finish_note"] == "the answer is wrong"
-    (sol,) = read_records_from(record, db, project)
+    (sol,) = _parse(record)
     assert sol.extra["label_extra"] == {"finish_note": "the answer is wrong"}
 
 
@@ -198,7 +198,7 @@ def test_overlap_two_gives_each_solution_to_two_labellers_and_exports_both(setup
         by_problem.setdefault(r["question"]["problem"], []).append(r["labeler"])
     assert sorted(len(v) for v in by_problem.values()) == [2, 2]
     assert all(len(set(v)) == 2 for v in by_problem.values())
-    assert service.next_task(db, carl, project) is None or carl.username in by_problem
+    assert service.next_task(db, carl, project) is None  # both solutions have two labellers
 
 
 def test_malformed_json_names_file_and_line_and_imports_nothing(sessions, tmp_path):
