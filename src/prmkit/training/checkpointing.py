@@ -61,6 +61,25 @@ def load_rng_state(folder: Path, rank: int) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
+def write_checkpoint_files(folder: Path, step: int, model, optimizer, scheduler, info: dict,
+                           rng_states: list[dict] | None = None) -> None:
+    """prmkit's files of a checkpoint: scheduler and step, with the trainable weights and
+    optimizer when `model` is given (engines that shard them save their own files)."""
+    state = {"scheduler": scheduler.state_dict(), "step": step}
+    if model is not None:
+        state.update(model=trainable_state(model), optimizer=optimizer.state_dict())
+    torch.save(state, folder / STATE_FILE)
+    for rank, rng in enumerate(rng_states or [rng_state()]):
+        save_rng_state(folder, rank, rng)
+    (folder / INFO_FILE).write_text(json.dumps({"step": step, **info}, indent=2) + "\n")
+
+
+def prune_checkpoints(output_dir, keep: int) -> None:
+    """Keep the last `keep` checkpoints (all when keep <= 0)."""
+    for old in list_checkpoints(output_dir)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def save_checkpoint(output_dir, step: int, model, optimizer, scheduler, info: dict,
                     keep: int = 2, rng_states: list[dict] | None = None) -> Path:
     """Write checkpoints/step-N atomically (temp folder, then rename); keep the last `keep`.
@@ -70,19 +89,14 @@ def save_checkpoint(output_dir, step: int, model, optimizer, scheduler, info: di
     final = root / f"step-{step:07d}"
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-step-", dir=root))
     try:
-        torch.save({"model": trainable_state(model), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "step": step}, tmp / STATE_FILE)
-        for rank, state in enumerate(rng_states or [rng_state()]):
-            save_rng_state(tmp, rank, state)
-        (tmp / INFO_FILE).write_text(json.dumps({"step": step, **info}, indent=2) + "\n")
+        write_checkpoint_files(tmp, step, model, optimizer, scheduler, info, rng_states)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for old in list_checkpoints(output_dir)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
+    prune_checkpoints(output_dir, keep)
     return final
 
 
@@ -108,16 +122,21 @@ def checkpoint_info(path: Path) -> dict:
 
 def load_checkpoint(path: Path, model, optimizer, scheduler, rank: int = 0) -> int:
     """Restore everything saved by save_checkpoint, with the RNG state of process `rank`;
-    returns the optimizer step."""
+    returns the optimizer step. `model` None: the weights and optimizer were restored by
+    the engine (prmkit.training.distributed)."""
     state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
-    params = dict(model.named_parameters())
-    missing = [n for n in state["model"] if n not in params]
-    if missing:
-        raise PrmkitError(f"{path}: checkpoint does not match the model (e.g. {missing[0]})")
-    with torch.no_grad():
-        for n, v in state["model"].items():
-            params[n].copy_(v)
-    optimizer.load_state_dict(state["optimizer"])
+    if model is not None:
+        if "model" not in state:
+            raise PrmkitError(f"{path}: this checkpoint holds sharded engine state (DeepSpeed "
+                              "or FSDP): resume it with the same accelerate config")
+        params = dict(model.named_parameters())
+        missing = [n for n in state["model"] if n not in params]
+        if missing:
+            raise PrmkitError(f"{path}: checkpoint does not match the model (e.g. {missing[0]})")
+        with torch.no_grad():
+            for n, v in state["model"].items():
+                params[n].copy_(v)
+        optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"] if "rng" in state else load_rng_state(path, rank))
     return int(state["step"])

@@ -55,12 +55,14 @@ def model_fingerprint(backbone: str) -> dict:
     return out
 
 
-def run_fingerprint(cfg, world_size: int) -> dict:
-    """Everything a checkpoint's step depends on, as JSON."""
+def run_fingerprint(cfg, world_size: int, engine: str = "single") -> dict:
+    """Everything a checkpoint's step depends on, as JSON; `engine` (single, ddp, zero2,
+    zero3, fsdp) also decides the checkpoint's layout."""
     return {"config": json.loads(json.dumps(cfg.to_dict())),
             "data_files": data_fingerprint(cfg),
             "model_files": model_fingerprint(cfg.backbone),
-            "processes": world_size}
+            "processes": world_size,
+            "engine": engine}
 
 
 def _flatten(d, prefix: str = "") -> dict:
