@@ -1,0 +1,145 @@
+"""Synthetic supervision in the demo world (the paper's Figure 4).
+
+PRM_large (the demo's PRM, trained on plenty of checker labels) labels sampled solutions of
+fresh problems; small reward models are trained on 1 .. many samples per problem with
+(a) process supervision from PRM_large (labels up to the first step whose P(wrong) is
+above the threshold), (b) outcome supervision from PRM_large (right only if every step
+is), (c) final-answer supervision (the grader). Each is evaluated by best-of-N on the
+demo's test problems: at the largest N against the data size, and against N at the
+largest size. The paper finds (a) above (b) above (c).
+
+    prmkit demo --experiment synthetic [--out demo-output]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from prmkit.demo.small_scale import (
+    SeedSetup,
+    SmallScaleConfig,
+    label_agreement,
+    mean_std,
+    pct,
+    plot_series,
+    prepare_seed,
+    references,
+    small_model,
+    torch_settings,
+    uniform_picks,
+)
+from prmkit.evaluation.report import write_report
+
+KINDS = {
+    "process": "process supervision from PRM_large",
+    "outcome": "outcome supervision from PRM_large",
+    "final_answer": "final-answer supervision (grader)",
+}
+
+
+def run_seed(setup: SeedSetup) -> dict:
+    out = {"seed": setup.seed, "references": references(setup),
+           "label_agreement": label_agreement(setup), "models": {}}
+    for kind in KINDS:
+        for size in setup.cfg.sizes:
+            t0 = time.perf_counter()
+            r = small_model(setup, f"uniform-{kind}-s{size}", kind, uniform_picks(setup, size))
+            out["models"].setdefault(kind, {})[size] = r
+            print(f"[synthetic] seed {setup.seed} {kind:<12} {size:>3} samples/problem: "
+                  f"best-of-{setup.cfg.ns[-1]} {r['curve'][-1]:.3f} "
+                  f"({r['examples']} examples, {time.perf_counter() - t0:.0f} s)", flush=True)
+    return out
+
+
+def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
+    sizes, ns = list(cfg.sizes), cfg.ns
+    out: dict = {"seeds": len(per_seed), "seed_list": [r["seed"] for r in per_seed],
+                 "sizes": sizes, "n": ns, "best_of_n": ns[-1], "kinds": {}}
+    for kind, label in KINDS.items():
+        runs = [r["models"][kind] for r in per_seed]
+        at_n = [[m[s]["curve"][-1] for s in sizes] for m in runs]
+        acc, acc_std = mean_std(at_n)
+        vs_n, vs_n_std = mean_std([m[sizes[-1]]["curve"] for m in runs])
+        out["kinds"][kind] = {
+            "label": label, "sizes": sizes, "accuracy": acc, "accuracy_std": acc_std,
+            "per_seed": [[round(v, 4) for v in row] for row in at_n],
+            "examples": mean_std([[m[s]["examples"] for s in sizes] for m in runs])[0],
+            "positive_share": mean_std([[m[s]["positive_share"] for s in sizes] for m in runs])[0],
+            "vs_n": {"n": ns, "accuracy": vs_n, "accuracy_std": vs_n_std},
+        }
+    for ref in ("majority", "pass"):
+        m, s = mean_std([r["references"][ref] for r in per_seed])
+        out[ref] = {"n": ns, "accuracy": m, "accuracy_std": s}
+    agree = per_seed[0]["label_agreement"].keys()
+    out["label_agreement"] = {k: mean_std([[r["label_agreement"][k]] for r in per_seed])[0][0]
+                              for k in agree}
+    return out
+
+
+def verdict(summary: dict) -> str:
+    kinds, sizes, n = summary["kinds"], summary["sizes"], summary["best_of_n"]
+    a, b, c = (np.array(kinds[k]["per_seed"]) for k in KINDS)
+    lines = [f"Best-of-{n}, % of test problems solved, mean ± std over {summary['seeds']} seeds, "
+             f"at {sizes[-1]} samples per problem: "
+             + "; ".join(f"({x}) {kinds[k]['label']} {pct(kinds[k]['accuracy'][-1], kinds[k]['accuracy_std'][-1])}"
+                         for x, k in zip("abc", KINDS)) + "."]
+    for name, hi, lo in (("(a) above (b)", a, b), ("(b) above (c)", b, c), ("(a) above (c)", a, c)):
+        mean_gap = (hi - lo).mean(0)
+        every = [s for s, col in zip(sizes, (hi - lo).T) if (col > 0).all()]
+        lines.append(f"{name}: on average at sizes {[s for s, g in zip(sizes, mean_gap) if g > 0]}"
+                     f" of {sizes}, in every seed at {every}.")
+    ag = summary["label_agreement"]
+    lines.append(f"Labels against the checker on the small models' pools: PRM_large finds the "
+                 f"first wrong step exactly in {100 * ag['process_first_error_exact']:.1f}% of "
+                 f"solutions, its outcome labels agree with the process in "
+                 f"{100 * ag['outcome_agrees_with_process']:.1f}%, the final answer in "
+                 f"{100 * ag['final_answer_agrees_with_process']:.1f}%.")
+    return " ".join(lines)
+
+
+def run_synthetic(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
+    out, work = Path(out_dir), Path(work)
+    t0 = time.perf_counter()
+    with torch_settings(cfg.demo.threads):
+        per_seed = [run_seed(prepare_seed(s, cfg, work)) for s in cfg.seeds]
+    summary = summarise(per_seed, cfg)
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    summary["statement"] = verdict(summary)
+    summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
+    sizes, n = summary["sizes"], summary["best_of_n"]
+    by_size = {s["label"]: {"x": sizes, "mean": s["accuracy"], "std": s["accuracy_std"]}
+               for s in summary["kinds"].values()}
+    by_n = {s["label"]: {"x": s["vs_n"]["n"], "mean": s["vs_n"]["accuracy"],
+                         "std": s["vs_n"]["accuracy_std"]} for s in summary["kinds"].values()}
+    by_n["majority vote"] = {"x": summary["n"], "mean": summary["majority"]["accuracy"],
+                             "std": summary["majority"]["accuracy_std"], "ls": "--"}
+    plots = {
+        f"Best-of-{n} against samples per problem (mean ± std over seeds)": plot_series(
+            by_size, out / "synthetic_by_size.png", "samples per problem labelled (log scale)",
+            f"Synthetic supervision: best-of-{n} against data size"),
+        f"Best-of-N at {sizes[-1]} samples per problem (mean ± std over seeds)": plot_series(
+            by_n, out / "synthetic_by_n.png", "N = solutions per problem (log scale)",
+            f"Synthetic supervision: best-of-N at {sizes[-1]} samples per problem"),
+    }
+    kinds = list(summary["kinds"].values())
+    tables = {
+        f"Best-of-{n}: % solved against samples per problem (mean ± std)": {
+            "columns": ["samples / problem", *(k["label"] for k in kinds)],
+            "rows": [[s, *(pct(k["accuracy"][i], k["accuracy_std"][i]) for k in kinds)]
+                     for i, s in enumerate(sizes)]},
+        f"Best-of-N at {sizes[-1]} samples per problem: % solved (mean ± std)": {
+            "columns": ["N", *(k["label"] for k in kinds), "majority vote"],
+            "rows": [[m, *(pct(k["vs_n"]["accuracy"][i], k["vs_n"]["accuracy_std"][i])
+                           for k in kinds),
+                      pct(summary["majority"]["accuracy"][i], summary["majority"]["accuracy_std"][i])]
+                     for i, m in enumerate(summary["n"])]},
+    }
+    write_report(out, summary, plots, title="prmkit demo: synthetic supervision",
+                 summary=summary["statement"], tables=tables)
+    print(f"[synthetic] {summary['statement']}")
+    print(f"[synthetic] report: {out / 'report.html'} ({summary['seconds']:.0f} s)")
+    return summary
