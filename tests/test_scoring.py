@@ -403,3 +403,89 @@ def test_cli_score_errors(tmp_path, capsys):
     rc = main(["score", "--model", str(tmp_path), "--input", str(SOLUTIONS),
                "-o", str(tmp_path / "o2.jsonl")])
     assert rc == 2 and "prmkit_config.json is missing" in capsys.readouterr().err
+
+
+# ---- devices and data-parallel scoring -----------------------------------------------------
+@pytest.mark.parametrize("argv", [
+    ["score", "--model", "M", "--input", "in.jsonl", "-o", "out.jsonl"],
+    ["eval", "processbench", "--model", "M"],
+    ["eval", "prmbench", "--model", "M"],
+    ["eval", "steps", "--model", "M", "--data", "d.jsonl"],
+    ["search", "--prm", "M", "--model", "policy", "--problems", "p.jsonl", "-o", "o.jsonl"],
+])
+def test_every_command_loading_a_reward_model_takes_device_default_auto(argv):
+    from prmkit.cli import build_parser
+
+    flag, dest = ("--prm-device", "prm_device") if argv[0] == "search" else ("--device", "device")
+    parser = build_parser()
+    assert getattr(parser.parse_args(argv), dest) == "auto"
+    assert getattr(parser.parse_args([*argv, flag, "cuda:1"]), dest) == "cuda:1"
+
+
+def test_scorer_from_pretrained_runs_on_the_gpu_by_default(tmp_path, monkeypatch, model):
+    """device auto: the loader is asked for CUDA when it is there (nothing runs on it)."""
+    model.save_pretrained(tmp_path)
+    asked = []
+
+    def fake_load(folder, dtype=None, device=None, attn_implementation=None):
+        asked.append((device, dtype))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(StepRewardModel, "from_pretrained", fake_load)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(RuntimeError, match="stop"):
+        Scorer.from_pretrained(tmp_path)
+    assert asked == [(torch.device("cuda"), "bf16")]
+
+
+def test_data_parallel_shares_merge_back_in_input_order(monkeypatch):
+    """Each process takes items rank, rank + world, ...; the gathered shares come back
+    in input order (gather_object faked with the other process's share)."""
+    import accelerate.utils
+
+    from prmkit.scoring.parallel import DataParallel
+
+    items = list("abcdefg")
+    other = DataParallel(rank=1, world=2)
+    theirs = [list(zip(range(1, 7, 2), [c.upper() for c in items[1::2]]))]
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda mine: mine + theirs)
+    seen = []
+
+    def fn(share):
+        seen.append(list(share))
+        return [c.upper() for c in share]
+
+    assert DataParallel(rank=0, world=2).map(items, fn) == list("ABCDEFG")
+    assert seen == [["a", "c", "e", "g"]] and not other.is_main
+
+
+@pytest.mark.slow
+def test_two_process_scoring_writes_what_one_process_writes(tmp_path, model):
+    """torchrun, 2 CPU processes on gloo: each scores half of every chunk; the first
+    writes every line in input order with the scores of a one-process run."""
+    import os
+    import subprocess
+    import sys
+
+    folder = model.save_pretrained(tmp_path / "model")
+    lines = [json.dumps({"id": f"s{i}", "problem": r["problem"], "steps": r["steps"]})
+             for i, r in enumerate(items() * 3)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    common = ["--model", str(folder), "--input", str(src), "--dtype", "fp32", "--device", "cpu",
+              "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    root = Path(__file__).resolve().parents[1]
+    one = subprocess.run([sys.executable, "-m", "prmkit.cli.score", *common,
+                          "-o", str(tmp_path / "one.jsonl")], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-2000:]
+    launcher = Path(sys.executable).with_name("torchrun")
+    two = subprocess.run([str(launcher), "--nproc_per_node", "2", "-m", "prmkit.cli.score",
+                          *common, "-o", str(tmp_path / "two.jsonl")], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-2000:]
+    a, b = read_jsonl(tmp_path / "one.jsonl"), read_jsonl(tmp_path / "two.jsonl")
+    assert [r["id"] for r in b] == [r["id"] for r in a] == [f"s{i}" for i in range(15)]
+    for ra, rb in zip(a, b):
+        assert rb["step_scores"] == pytest.approx(ra["step_scores"], abs=1e-6)

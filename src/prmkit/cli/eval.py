@@ -135,12 +135,14 @@ def _step_scores(rec: dict, path: str) -> list[float | None]:
     return [None if v is None else float(v) for v in value]
 
 
-def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]]):
+def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]],
+                      args):
     """Step probabilities per id from a trained model via prmkit.scoring.Scorer (None for a
     step cut by the model's max length; the metrics count it as NULL_STEP_SCORE)."""
     from prmkit.scoring import Scorer
 
-    scorer = Scorer.from_pretrained(model_dir)
+    scorer = Scorer.from_pretrained(model_dir, device=args.device,
+                                    attn_implementation=args.attn_implementation)
     ids = list(problems_and_steps)
     probs = scorer.score([problems_and_steps[i] for i in ids], progress=True)
     return dict(zip(ids, probs))
@@ -161,7 +163,8 @@ def cmd_processbench(args) -> int:
                                  args.subsets.split(",") if args.subsets else None)
     all_items = [it for sub in items.values() for it in sub]
     if args.model:
-        scores = _score_with_model(args.model, {it.id: (it.problem, it.steps) for it in all_items})
+        scores = _score_with_model(args.model, {it.id: (it.problem, it.steps) for it in all_items},
+                                   args)
         preds = None
     else:
         recs = _read_predictions(args.predictions, ("prediction", "step_scores"))
@@ -201,7 +204,8 @@ def cmd_prmbench(args) -> int:
     data = args.data or [str(_default_dir(None, DEFAULT_PRMBENCH, "--data"))]
     items = prmbench.load_prmbench(data)
     if args.model:
-        scores = _score_with_model(args.model, {it.id: (it.question, it.steps) for it in items})
+        scores = _score_with_model(args.model, {it.id: (it.question, it.steps) for it in items},
+                                   args)
         valid = prmbench.valid_from_scores(scores, args.threshold)
     else:
         recs = _read_predictions(args.predictions, ("step_scores", "step_valid"))
@@ -232,7 +236,8 @@ def cmd_steps(args) -> int:
         if not args.data:
             raise PrmkitError("--model needs --data: a step-labelled file (e.g. PRM800K)")
         result = model_step_metrics(args.model, args.data, args.format, args.threshold,
-                                    args.bins, args.batch_tokens)
+                                    args.bins, args.batch_tokens, device=args.device,
+                                    attn_implementation=args.attn_implementation)
         if args.plot:
             plot_calibration(result["calibration"], args.plot)
         _emit(result, args)
@@ -263,6 +268,8 @@ def cmd_steps(args) -> int:
 
 
 def register(subparsers) -> None:
+    from prmkit.cli.score import add_device_arguments
+
     p = subparsers.add_parser("eval", help="evaluate scores: best-of-N, ProcessBench, PRMBench")
     sub = p.add_subparsers(dest="eval_command", metavar="BENCHMARK", required=True)
 
@@ -300,6 +307,7 @@ def register(subparsers) -> None:
     src.add_argument("--predictions",
                      help="JSONL of {id, prediction} or {id, step_scores} (e.g. the output "
                           "of `prmkit score`; a null step score counts as 0.0: flagged)")
+    add_device_arguments(pbp)
     pbp.add_argument("--data", help="ProcessBench directory (default ../shared/data/processbench)")
     pbp.add_argument("--subsets", help="comma-separated subsets (default: all found)")
     pbp.add_argument("--tune-fraction", type=float, default=None,
@@ -312,6 +320,7 @@ def register(subparsers) -> None:
     src = pr.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
     src.add_argument("--predictions", help="JSONL of {id, step_scores} or {id, step_valid}")
+    add_device_arguments(pr)
     pr.add_argument("--data", action="append",
                     help="PRMBench .jsonl file or directory (repeatable; default "
                          "../shared/data/prmbench)")
@@ -322,6 +331,7 @@ def register(subparsers) -> None:
     src = st.add_mutually_exclusive_group(required=True)
     src.add_argument("--predictions", help="JSONL of {step_scores, labels}")
     src.add_argument("--model", help="trained model directory, scored on --data")
+    add_device_arguments(st)
     st.add_argument("--data", action="append",
                     help="with --model: step-labelled file(s), any format prmkit reads")
     st.add_argument("--format", help="with --model: the data format (default: detected)")

@@ -7,16 +7,29 @@ import sys
 from prmkit.scoring.aggregate import AGGREGATIONS
 
 
+def add_device_arguments(parser, prefix: str = "") -> None:
+    """--device and --attn-implementation of a command that loads a reward model."""
+    parser.add_argument(f"--{prefix}device", default="auto",
+                        help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")
+    parser.add_argument(f"--{prefix}attn-implementation", default=None,
+                        choices=("eager", "sdpa", "flex_attention", "flash_attention_2"),
+                        help="attention kernels (default: sdpa)")
+
+
 def cmd_score(args) -> int:
     from prmkit.scoring.files import score_file
+    from prmkit.scoring.parallel import DataParallel
     from prmkit.scoring.scorer import Scorer
 
     scorer = Scorer.from_pretrained(args.model, token_budget=args.batch_tokens,
-                                    dtype=args.dtype, device=args.device)
+                                    dtype=args.dtype, device=args.device,
+                                    attn_implementation=args.attn_implementation,
+                                    parallel=DataParallel.from_environment())
     report = score_file(scorer, args.input, args.output, aggregation=args.aggregation,
                         resume=args.resume, overwrite=args.overwrite,
                         progress=not args.no_progress, force=args.force)
-    print(report.summary(), file=sys.stderr)
+    if scorer.parallel.is_main:
+        print(report.summary(), file=sys.stderr)
     return 0
 
 
@@ -24,14 +37,16 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "score", help="score every step of solutions with a trained reward model",
         description="Reads JSONL lines {id?, problem, steps} (or OpenAI's scored-samples "
-                    "schema) and writes each line plus step_scores and score.")
+                    "schema) and writes each line plus step_scores and score. Under torchrun "
+                    "or accelerate launch every process scores a share of the lines (one GPU "
+                    "each) and the first writes them in input order.")
     p.add_argument("--model", required=True, help="a folder written by save_pretrained")
     p.add_argument("--input", required=True, help="JSONL input")
     p.add_argument("-o", "--output", required=True, help="JSONL output")
     p.add_argument("--batch-tokens", type=int, default=16384,
                    help="most tokens (padding included) per forward pass")
-    p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
-    p.add_argument("--device", default=None, help="e.g. cpu, cuda (default: cpu)")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+    add_device_arguments(p)
     p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                    help="solution score from step scores (default: the model's setting)")
     p.add_argument("--resume", action="store_true",
@@ -42,3 +57,9 @@ def register(subparsers) -> None:
                         "another model or with other settings (their scored_by record)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_score)
+
+
+if __name__ == "__main__":  # `torchrun --nproc_per_node N -m prmkit.cli.score ...`
+    from prmkit.cli import main
+
+    sys.exit(main(["score", *sys.argv[1:]]))

@@ -233,7 +233,8 @@ def register(subparsers) -> None:
     p.add_argument("--batch-problems", type=int, default=8,
                    help="problems searched together (their requests share sampler calls)")
     p.add_argument("--prm-dtype", choices=("bf16", "fp32"), default="bf16")
-    p.add_argument("--prm-device", default=None, help="e.g. cpu, cuda (default: cpu)")
+    p.add_argument("--prm-device", default="auto",
+                   help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")
     p.add_argument("--prm-batch-tokens", type=int, default=16384)
     p.add_argument("--no-incremental", action="store_true",
                    help="score every partial solution in full (no prefix cache)")

@@ -39,13 +39,17 @@ def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: i
 
 def model_step_metrics(model_dir: str, data: Sequence[str], data_format: str | None = None,
                        threshold: float = 0.5, n_bins: int = 10, batch_tokens: int = 4096,
-                       bf16: bool = True, progress: bool = True) -> dict:
+                       bf16: bool = True, progress: bool = True, device: str = "auto",
+                       attn_implementation: str | None = None) -> dict:
     """AUROC, accuracy, ECE and calibration of a saved model on labelled files, read and
-    labelled with the paper's supervision policy (prmkit.data.PolicyOptions defaults)."""
+    labelled with the paper's supervision policy (prmkit.data.PolicyOptions defaults).
+    device: auto runs on the GPU when there is one."""
     from prmkit.data import PolicyOptions, apply_policy, read_records
+    from prmkit.models.backbones import resolve_device
     from prmkit.models.reward_model import StepRewardModel
 
-    model = StepRewardModel.from_pretrained(model_dir)
+    model = StepRewardModel.from_pretrained(model_dir, device=resolve_device(device),
+                                            attn_implementation=attn_implementation)
     examples = [ex for path in data
                 for ex in apply_policy(read_records(path, format=data_format), PolicyOptions())]
     probs, labels = labelled_predictions(model, examples, batch_tokens, bf16, progress)

@@ -147,14 +147,17 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
     elif out_path.exists() and not overwrite:
         raise PrmkitError(f"{out_path} exists: pass resume to continue it or overwrite to "
                           "replace it")
-    elif out_path.exists():
+    main = scorer.parallel.is_main  # data-parallel scoring: the first process writes
+    scorer.parallel.barrier()  # every process has checked the output before it changes
+    if main and out_path.exists() and not resume:
         out_path.unlink()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if main:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
 
     report = ScoreFileReport(str(out_path), aggregation=aggregation)
     orm = scorer.config.objective == "orm"
-    bar = tqdm(total=_count_lines(in_path), unit="sol", desc="scoring", disable=not progress,
-               dynamic_ncols=True)
+    bar = tqdm(total=_count_lines(in_path), unit="sol", desc="scoring",
+               disable=not (progress and main), dynamic_ncols=True)
 
     def pending() -> Iterator[dict]:
         seen = 0
@@ -169,7 +172,7 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
                 continue
             yield rec
 
-    with open(out_path, "ab") as f:
+    with open(out_path if main else os.devnull, "ab") as f:
         try:
             chunk: list[dict] = []
             for rec in pending():

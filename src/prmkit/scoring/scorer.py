@@ -20,20 +20,14 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
+from prmkit.scoring.parallel import DataParallel
 
 log = logging.getLogger("prmkit.scoring")
 
-DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
-          "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16}
-
-
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    if dtype is None or isinstance(dtype, torch.dtype):
-        return dtype
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        raise PrmkitError(f"unknown dtype {dtype!r}; choose bf16 or fp32") from None
+    from prmkit.models.backbones import resolve_dtype
+
+    return resolve_dtype(dtype)
 
 
 @dataclass
@@ -102,12 +96,17 @@ class Scorer:
     `Scorer.from_pretrained` loads a model of its own and casts it in place (no copy).
     token_budget: the most tokens (padding included) in one forward pass.
     max_padding: a row joins a batch only if it needs at most this fraction of padding.
+    device: where to run ("auto": the GPU when there is one); None leaves the model where
+    it is. parallel: a `DataParallel` of the launch's processes, each scoring its share of
+    every chunk (results merged in input order on every process).
     """
 
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
                  device: str | torch.device | None = None, cast_weights: bool = False,
                  max_batch_size: int | None = None, max_padding: float = 0.15,
-                 *, _source: str | None = None):
+                 parallel: DataParallel | None = None, *, _source: str | None = None):
+        from prmkit.models.backbones import resolve_device
+
         if token_budget < 1:
             raise PrmkitError(f"token_budget must be positive, got {token_budget}")
         self.token_budget = int(token_budget)
@@ -119,12 +118,13 @@ class Scorer:
         self.cast_weights = change and (cast_weights or self.dtype == torch.float32)
         self.autocast = change and not self.cast_weights
         self.source = _source  # the folder of from_pretrained, else None
+        self.parallel = parallel or DataParallel()
         self._given_model = model  # never modified: fingerprinted on demand
         if self.cast_weights and _source is None:
             model = copy.deepcopy(model)
         self.model = model
         if device is not None:
-            self.model.to(device)
+            self.model.to(resolve_device(device))
         self.device = next(self.model.backbone.parameters()).device
         if self.cast_weights:
             self.model.backbone.to(self.dtype)
@@ -138,10 +138,19 @@ class Scorer:
     @classmethod
     def from_pretrained(cls, folder: str | Path, token_budget: int = 16384,
                         dtype: str | torch.dtype | None = "bf16",
-                        device: str | torch.device | None = None, **kw) -> Scorer:
+                        device: str | torch.device | None = "auto",
+                        attn_implementation: str | None = None, **kw) -> Scorer:
+        """Load a saved model straight in `dtype` (the head stays fp32) on `device` (auto:
+        the GPU when there is one; under a multi-process launch, each process's own)."""
+        from prmkit.models.backbones import resolve_device
         from prmkit.models.reward_model import StepRewardModel
 
-        model = StepRewardModel.from_pretrained(folder, device=device)
+        parallel = kw.get("parallel")
+        if parallel is not None and parallel.world > 1 and device in (None, "auto"):
+            device = parallel.device
+        device = resolve_device(device)
+        model = StepRewardModel.from_pretrained(folder, dtype=dtype, device=device,
+                                                attn_implementation=attn_implementation)
         kw.setdefault("cast_weights", True)  # nobody else holds this model: cast in place
         return cls(model, token_budget=token_budget, dtype=dtype, device=device,
                    _source=str(Path(folder).resolve()), **kw)
@@ -238,8 +247,14 @@ class Scorer:
     def _score_chunk(self, items: Sequence[Any],
                      on_solutions_done: Callable[[int], Any] | None = None
                      ) -> list[SolutionScores]:
-        """Score `items`; `on_solutions_done(n)` is called after each batch with the number
-        of solutions it completed (for progress bars)."""
+        """Score `items` (this process's share of them under data parallelism);
+        `on_solutions_done(n)` is called after each batch with the number of solutions it
+        completed (for progress bars)."""
+        return self.parallel.map(items, lambda mine: self._score_local(mine, on_solutions_done))
+
+    def _score_local(self, items: Sequence[Any],
+                     on_solutions_done: Callable[[int], Any] | None = None
+                     ) -> list[SolutionScores]:
         encoded = [self.encode(*as_problem_steps(it)) for it in items]
         three = self.config.num_classes == 3
         out = [SolutionScores([None] * e.num_slots, [None] * e.num_slots if three else None,
