@@ -114,10 +114,13 @@ def efficiency(sizes, uniform, active) -> dict[str, float]:
     (su, iu), (sa, ia) = fit_line(sizes, uniform), fit_line(sizes, active)
     top = np.log2(max(sizes))
     target = sa * top + ia
-    exponent = (target - iu) / su - top if su > 0 else float("nan")
-    multiple = float(2 ** exponent) if exponent < 64 else float("inf")
+    if su <= 1e-12:  # uniform sampling does not improve: no amount of it catches up
+        multiple = float("nan")
+    else:
+        exponent = (target - iu) / su - top
+        multiple = float(2 ** exponent) if exponent < 64 else float("inf")
     return {"slope_uniform": su, "slope_active": sa,
-            "ratio": sa / su if su != 0 else float("nan"), "data_multiple_at_largest": multiple}
+            "ratio": sa / su if abs(su) > 1e-12 else float("nan"), "data_multiple_at_largest": multiple}
 
 
 def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:

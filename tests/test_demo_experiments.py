@@ -1,0 +1,149 @@
+"""The small-scale experiments in the demo world: labels, selections, the efficiency
+measure, and a tiny end-to-end run through `prmkit demo --experiment`."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prmkit.active.selection import Candidate, dedupe_key
+from prmkit.demo import world
+from prmkit.demo.active_experiment import active_picks, efficiency, run_active
+from prmkit.demo.small_scale import (
+    SeedSetup,
+    examples_for,
+    quick_small_scale,
+    uniform_picks,
+)
+
+
+def _setup(probs_rng: int = 0, problems: int = 10, pool: int = 12) -> SeedSetup:
+    """A seed's small-scale data with made-up PRM_large probabilities (no models)."""
+    cfg = replace(quick_small_scale(), problems=problems, pool_size=pool, sizes=(1, 2, 4))
+    probs = world.make_problems(problems, seed=7, difficulty="medium")
+    pools = world.sample_pools(probs, pool, seed=7)
+
+    def made_up(p, steps):  # a function of the text, as a scorer's output is
+        rng = np.random.default_rng([probs_rng, zlib.crc32((p.text + "\n".join(steps)).encode())])
+        return rng.uniform(0.5, 1.0, len(steps)).tolist()
+
+    return SeedSetup(
+        seed=0, cfg=cfg, folder=Path("unused"), backbone_dir=Path("unused"),
+        prm_large_dir=Path("unused"), test=[], test_pools=[], problems=probs, pools=pools,
+        checks=[[world.check_solution(p, s) for s in pl] for p, pl in zip(probs, pools)],
+        large_probs=[[made_up(p, s) for s in pl] for p, pl in zip(probs, pools)])
+
+
+def test_process_labels_of_small_models_come_from_prm_large_through_the_threshold():
+    setup = _setup()
+    picks = uniform_picks(setup, 4)
+    examples = examples_for(setup, "process", picks)
+    probs = [setup.large_probs[k][i] for k, idx in enumerate(picks) for i in idx]
+    assert len(examples) == len(probs) > 0
+    marked = 0
+    for ex, p in zip(examples, probs):
+        first = next((j for j, v in enumerate(p) if 1 - v > setup.cfg.threshold), None)
+        want = [1.0] * len(p) if first is None else [1.0] * first + [0.0]
+        assert list(ex.labels[: len(want)]) == want
+        assert all(v is None for v in ex.labels[len(want):])
+        marked += first is not None
+    assert 0 < marked < len(examples)  # both kinds of label occur with these probabilities
+
+
+def test_outcome_labels_from_prm_large_ignore_the_final_answer():
+    setup = _setup()
+    picks = uniform_picks(setup, 4)
+    examples = examples_for(setup, "outcome", picks)
+    probs = [setup.large_probs[k][i] for k, idx in enumerate(picks) for i in idx]
+    want = [float(all(1 - v <= setup.cfg.threshold for v in p)) for p in probs]
+    assert [ex.outcome for ex in examples] == want
+    # Raising the threshold calls more solutions right: the labels follow it.
+    looser = examples_for(replace(setup, cfg=replace(setup.cfg, threshold=0.45)), "outcome", picks)
+    assert sum(ex.outcome for ex in looser) > sum(want)
+
+
+def test_final_answer_labels_are_the_graders_verdict_on_the_world_answer():
+    setup = _setup()
+    picks = uniform_picks(setup, 4)
+    examples = examples_for(setup, "final_answer", picks)
+    want = [float(setup.checks[k][i].final_correct) for k, idx in enumerate(picks) for i in idx]
+    assert [ex.outcome for ex in examples] == want
+    assert 0 < sum(want) < len(want)
+
+
+def test_uniform_picks_are_the_first_samples_of_each_pool_without_duplicates():
+    setup = _setup()
+    for k, idx in enumerate(uniform_picks(setup, 6)):
+        keys = [dedupe_key(setup.pools[k][i]) for i in idx]
+        assert len(set(keys)) == len(keys)
+        assert {dedupe_key(s) for s in setup.pools[k][:6]} == set(keys)
+        assert all(i < 6 for i in idx)
+
+
+def test_active_selection_takes_80_percent_most_convincing_wrong_answers_then_the_best_rest():
+    setup = _setup(problems=20, pool=30)
+    rng = np.random.default_rng(1)
+    pool = [Candidate(p.id, i, dedupe_key(steps), float(rng.random()),
+                      setup.checks[k][i].final_correct)
+            for k, p in enumerate(setup.problems) for i, steps in enumerate(setup.pools[k])]
+    picks = active_picks(setup, pool, 5)
+    checked = 0
+    for k, p in enumerate(setup.problems):
+        cands = {}
+        for c in sorted((c for c in pool if c.problem_id == p.id), key=lambda c: -c.score):
+            cands.setdefault(c.dedupe_key, c)  # distinct samples, best-scored copy
+        distinct = list(cands.values())
+        wrong = [c.sample_index for c in distinct if not c.correct]
+        if len(wrong) < 4 or len(distinct) < 5:
+            continue
+        checked += 1
+        assert picks[k][:4] == wrong[:4]  # the 4 most convincing wrong answers
+        rest = [c.sample_index for c in distinct if c.sample_index not in wrong[:4]]
+        assert picks[k][4:] == rest[:1]  # then the most convincing of the others
+    assert checked >= 5
+
+
+def test_efficiency_ratio_is_the_ratio_of_slopes_against_log_data_size():
+    sizes = [1, 2, 4, 8]
+    uniform = [0.10 + 0.02 * math.log2(s) for s in sizes]
+    active = [0.10 + 0.05 * math.log2(s) for s in sizes]
+    e = efficiency(sizes, uniform, active)
+    assert e["ratio"] == pytest.approx(2.5)
+    # active at 8 samples: 0.25; uniform reaches it at log2 s = 7.5, i.e. 2**7.5 / 8 times the data
+    assert e["data_multiple_at_largest"] == pytest.approx(2 ** 7.5 / 8)
+    flat = efficiency(sizes, [0.3] * 4, active)
+    assert math.isnan(flat["data_multiple_at_largest"])
+
+
+def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_path):
+    from prmkit.cli import main
+
+    assert main(["demo", "--experiment", "all", "--quick", "--seeds", "0", "--no-progress",
+                 "--out", str(tmp_path / "a")]) == 0
+    syn = json.loads((tmp_path / "a" / "synthetic" / "metrics.json").read_text())
+    act = json.loads((tmp_path / "a" / "active" / "metrics.json").read_text())
+    assert set(syn["kinds"]) == {"process", "outcome", "final_answer"}
+    assert syn["seeds"] == 1 and len(syn["kinds"]["process"]["accuracy"]) == 3
+    assert (tmp_path / "a" / "synthetic" / "synthetic_by_size.png").stat().st_size > 0
+    assert (tmp_path / "a" / "active" / "active_learning.png").stat().st_size > 0
+    # Active sets at 1 sample per problem are the most convincing wrong answers only.
+    assert act["methods"]["active"]["wrong_answer_share"][0] == 1.0
+    assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0
+    assert isinstance(act["efficiency_ratio"], float) or act["efficiency_ratio"] is None
+
+    # Same seed, fresh small-scale cache, the same PRM_large: the same figures.
+    seed_dir = tmp_path / "b" / "seed0"
+    seed_dir.mkdir(parents=True)
+    for part in ("backbone", "prm"):
+        shutil.copytree(tmp_path / "a" / "work" / "seed0" / part, seed_dir / part)
+    again = run_active(tmp_path / "b" / "active", quick_small_scale((0,)), tmp_path / "b")
+    for method in ("uniform", "active"):
+        assert again["methods"][method]["accuracy"] == act["methods"][method]["accuracy"]
+        assert again["methods"][method]["examples"] == act["methods"][method]["examples"]
