@@ -138,8 +138,24 @@ def split_by_group(examples: Sequence[StepExample], fraction: float, seed: int):
 
 
 def prepare(cfg: DataConfig, objective: str, seed: int, stats: Counter | None = None):
-    """Train and eval examples for a run."""
+    """Train and eval examples for a run; examples read from files come from the data
+    cache when cfg.cache (see prmkit.training.data_cache)."""
     stats = stats if stats is not None else Counter()
+    if cfg.examples is None and cfg.cache:
+        from prmkit.training.data_cache import PreparedData, cached_prepare
+
+        def build() -> PreparedData:
+            counts: Counter = Counter()
+            train, evals = _prepare(cfg, objective, seed, counts)
+            return PreparedData(train, evals, dict(counts))
+
+        got = cached_prepare(cfg, objective, seed, build)
+        stats.update(got.stats)
+        return got.train, got.eval
+    return _prepare(cfg, objective, seed, stats)
+
+
+def _prepare(cfg: DataConfig, objective: str, seed: int, stats: Counter):
     if cfg.examples is not None:
         examples = list(cfg.examples)
         if objective == "orm":

@@ -37,7 +37,8 @@ from prmkit.training.batching import (
     predict_rows,
     token_batches,
 )
-from prmkit.training.packing import PackedRow, drop_long_prompts, pack_examples, unpacked_rows
+from prmkit.training.data_cache import rows_for
+from prmkit.training.packing import PackedRow, drop_long_prompts
 from prmkit.training.resume import check_resume, run_fingerprint
 from prmkit.training.reward_config import RewardTrainingConfig
 
@@ -153,10 +154,9 @@ class RewardTrainer:
             problems = {ex.problem for ex in examples}
             packing = "tree" if len(problems) < len(examples) else "none"
         self.packing_used = packing
-        if packing == "tree":
-            return pack_examples(examples, encoder, cfg.effective_row_tokens, mc.num_classes,
-                                 mc.objective, weighting)
-        return unpacked_rows(examples, encoder, mc.num_classes, mc.objective, weighting)
+        return rows_for(examples, encoder, packing, cfg.effective_row_tokens, mc.num_classes,
+                        mc.objective, weighting, cache=cfg.data.cache and cfg.data.examples is None,
+                        cache_dir=cfg.data.cache_dir)
 
     def _warn_count_with_prefixes(self) -> None:
         cfg = self.config
