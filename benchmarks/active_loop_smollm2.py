@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = "recipes/active_smollm2_small.yaml"
-SELECTOR_TRAIN = ["--config", "recipes/prm800k_phase1_smollm2_prm.yaml", "max_steps=6",
+SELECTOR_TRAIN = ["--config", "recipes/prm800k_phase1_smollm2_prm.yaml", "max_steps=3", "grad_accum=1",
                   "data.max_problems=40", "data.eval=[]", "data.eval_fraction=0",
                   "save_every=0", "log_every=1", "output_dir=runs/active_smollm2_selector"]
 

@@ -311,7 +311,6 @@ class ActiveLoop:
                                   "initial_data": list(self.config.initial_data)}
 
     def _train(self, g: int):
-        from prmkit.scoring.provenance import folder_fingerprint
         from prmkit.training import RewardTrainingConfig, train
         from prmkit.training.checkpointing import latest_checkpoint
 
@@ -325,8 +324,11 @@ class ActiveLoop:
         cfg.progress = False
         cfg.validate()
         result = train(cfg)
+        # Whole-file hashes: a fingerprint of the weight files' ends misses LoRA updates
+        # confined to middle layers (two such models compared equal).
         return [], {"model_dir": str(result.model_dir), "steps": result.steps,
-                    "model_fingerprint": folder_fingerprint(result.model_dir),
+                    "model_sha256": {f.name: sha256_file(f) for f in sorted(result.model_dir.iterdir())
+                                     if f.is_file()},
                     "resumed": cfg.resume,
                     "metrics": result.metrics}
 
