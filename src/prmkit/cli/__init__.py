@@ -13,7 +13,7 @@ import sys
 from prmkit import __version__
 from prmkit.errors import PrmkitError
 
-COMMAND_MODULES = ["data", "grade", "train", "score", "select", "eval", "generate", "search", "active",
+COMMAND_MODULES = ["data", "grade", "train", "score", "export", "select", "eval", "generate", "search", "active",
                    "label", "demo"]
 
 
