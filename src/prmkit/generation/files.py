@@ -136,7 +136,7 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
                   prompt_format: PromptFormat | None = None, resume: bool = True,
                   progress: bool = True, force: bool = False, overwrite: bool = False,
                   limit: int | None = None, chunk_size: int = 64,
-                  write_every: int = 8) -> GenerateReport:
+                  write_every: int = 16) -> GenerateReport:
     """`n` samples for each problem of `problems_path` into `out_path` (module docstring).
 
     The prompt format's stop strings are added to `params.stop`. An existing output is
@@ -194,8 +194,8 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
                 chunk = todo[c:c + chunk_size]
                 requests = [SampleRequest(f"{key}#{i}", fmt.render(p.text), 1,
                                           sample_seed(seed, key, i)) for p, key, i in chunk]
-                # Samples are written as they finish (a few at a time, graded together):
-                # when the backend fails mid-chunk, every finished sample is kept.
+                # Finished samples are written `write_every` at a time (graded together:
+                # a grading pool per write) and, when the backend fails, before the error.
                 pending: list[dict] = []
                 try:
                     for index, out in sampler.iter_generate(requests, params):
