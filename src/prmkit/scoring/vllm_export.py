@@ -1,0 +1,145 @@
+"""Serve a prmkit reward model with vLLM's pooling runner.
+
+`export_for_vllm` writes a plain token-classification checkpoint: the backbone's weights
+with a linear `score` head (num_labels = the model's classes), architecture
+`<Backbone>ForTokenClassification` (e.g. LlamaForTokenClassification), which vLLM serves
+with `runner="pooling"` and the `token_classify` task: class probabilities for every
+token. The head formulation's linear head becomes `score` as it is; the token
+formulation's label rows of the LM head become `score` (its softmax over them is the
+token formulation's). An `mlp` head has no such layout and is refused.
+
+vLLM does not know where the labels sit: `vllm_step_probs` encodes solutions with the
+model's own `SegmentEncoder` (prmkit_config.json is copied into the export), sends the
+token ids, and reads P(correct) at the label positions, as `Scorer` does.
+
+    prmkit export vllm --model runs/prm/model -o runs/prm/vllm
+    llm = vllm.LLM("runs/prm/vllm", runner="pooling")
+    probs = vllm_step_probs(llm, "runs/prm/vllm", [(problem, steps), ...])
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from prmkit.errors import PrmkitError
+from prmkit.models.config import CONFIG_NAME, RewardModelConfig
+
+CLASS_NAMES = {2: ["correct", "wrong"], 3: ["positive", "neutral", "negative"]}
+
+
+def score_head(model) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight [C, H], bias [C] or None) of the linear map from the final hidden state to
+    the class logits."""
+    config = model.config
+    if config.formulation == "head":
+        if not isinstance(model.head, torch.nn.Linear):
+            raise PrmkitError("an mlp head cannot be exported for vLLM's token classification "
+                              "(one linear layer); train with model.head=linear")
+        return model.head.weight.detach().float(), model.head.bias.detach().float()
+    lm_head = model.backbone.get_output_embeddings()
+    ids = model.label_token_ids
+    bias = getattr(lm_head, "bias", None)
+    return (lm_head.weight.detach()[ids].float(),
+            None if bias is None else bias.detach()[ids].float())
+
+
+def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = None) -> Path:
+    """Write the vLLM-servable folder of a saved prmkit model (see the module docstring).
+    dtype: the backbone's weights as saved (default: as loaded, fp32); the head stays fp32."""
+    from safetensors.torch import save_file
+
+    from prmkit.models.reward_model import StepRewardModel
+
+    model = StepRewardModel.from_pretrained(model_dir, dtype=dtype)
+    backbone = model.backbone
+    arch = type(backbone).__name__
+    if not arch.endswith("ForCausalLM"):
+        raise PrmkitError(f"{model_dir}: a {arch} backbone has no token-classification "
+                          "counterpart in vLLM; a *ForCausalLM backbone is needed")
+    weight, bias = score_head(model)
+    classes = model.config.num_classes
+    hf_config = copy.deepcopy(backbone.config)
+    hf_config.architectures = [arch.removesuffix("ForCausalLM") + "ForTokenClassification"]
+    hf_config.id2label = dict(enumerate(CLASS_NAMES[classes]))
+    hf_config.label2id = {v: k for k, v in hf_config.id2label.items()}
+    hf_config.tie_word_embeddings = False  # no LM head in the export
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for key, value in backbone.state_dict().items():
+        if key.startswith("lm_head."):
+            continue
+        value = value.detach()
+        if value.data_ptr() in seen:
+            value = value.clone()  # safetensors stores no shared tensors
+        seen.add(value.data_ptr())
+        state[key] = value.contiguous().cpu()
+    state["score.weight"] = weight.contiguous().cpu()
+    if bias is not None:
+        state["score.bias"] = bias.contiguous().cpu()
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    hf_config.save_pretrained(out)
+    model.tokenizer.save_pretrained(out)
+    model.config.save(out)
+    return out
+
+
+def vllm_step_probs(llm, model_dir: str | Path, items: Sequence[Any]) -> list[list[float | None]]:
+    """P(correct) of every step of each item ((problem, steps) pairs, dicts or records)
+    from a vLLM engine serving an export (`LLM(export, runner="pooling")`); None for a
+    step cut by max_length, as `Scorer.score` gives."""
+    from transformers import AutoTokenizer
+
+    from prmkit.models.formatting import SegmentEncoder
+    from prmkit.scoring.scorer import as_problem_steps
+
+    config = RewardModelConfig.load(model_dir)
+    if not Path(model_dir, CONFIG_NAME).is_file():
+        raise PrmkitError(f"{model_dir}: not a prmkit export ({CONFIG_NAME} is missing)")
+    encoder = SegmentEncoder(AutoTokenizer.from_pretrained(model_dir), config.step_format)
+    orm = config.objective == "orm"
+    encoded, requests = [], []
+    for item in items:
+        problem, steps = as_problem_steps(item)
+        steps = list(steps)
+        if not steps or len(encoder.prompt_ids(problem)) > encoder.fmt.max_length:
+            encoded.append(([], [], (1 if steps else 0) if orm else len(steps)))
+            continue
+        enc = encoder.encode(problem, steps)
+        positions, slots = enc.label_positions, list(enc.step_indices)
+        if orm:
+            full = len(slots) == len(steps)
+            positions, slots = (positions[-1:], [0]) if full else ([], [])
+        encoded.append((positions, slots, 1 if orm else len(steps)))
+        if positions:
+            requests.append({"prompt_token_ids": enc.input_ids[: positions[-1] + 1]})
+    outputs = iter(llm.encode(requests, pooling_task="token_classify", use_tqdm=False)
+                   if requests else [])
+    results = []
+    for positions, slots, n in encoded:
+        probs: list[float | None] = [None] * n
+        if positions:
+            per_token = torch.as_tensor(next(outputs).outputs.data).float()
+            for slot, pos in zip(slots, positions, strict=True):
+                probs[slot] = correct_probability(per_token[pos], config)
+        results.append(probs)
+    return results
+
+
+def correct_probability(class_probs: torch.Tensor, config: RewardModelConfig) -> float:
+    if config.num_classes == 3 and config.neutral_is_correct:
+        return float(class_probs[0] + class_probs[1])
+    return float(class_probs[0])
+
+
+def export_summary(out: Path) -> str:
+    cfg = json.loads((out / "config.json").read_text())
+    return f"wrote {out} ({cfg['architectures'][0]}, {cfg.get('num_labels', 2)} labels)"
