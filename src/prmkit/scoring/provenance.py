@@ -3,10 +3,13 @@
     {"model": "/abs/runs/prm", "fingerprint": "3f2a9c0d1e4b5a6c", "aggregation": "prod",
      "max_length": 2048, "dtype": "bfloat16"}
 
-The fingerprint of a saved model folder digests the size and the first and last MiB of its
-config and weight files (`prmkit.data.io.file_fingerprint`, cheap on multi-GB
-weights), not its path: a moved folder keeps its fingerprint. A model given in memory is
-fingerprinted from its config and the first and last 1,024 values of every tensor.
+The fingerprint of a saved model folder digests the full sha256 of its config and weight
+files, not its path: a moved folder keeps its fingerprint, and two models that differ in
+any weight differ (LoRA on the top layers leaves the first and last MiB of a weight file
+unchanged, so a cheaper sampled hash would not tell them apart). A file's sha256 is kept
+in a cache (`~/.cache/prmkit/sha256.json`, keyed by path, size and mtime), so a multi-GB
+model is read once. A model given in memory is fingerprinted from its config and the
+first and last 1,024 values of every tensor.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import torch
 
-from prmkit.data.io import file_fingerprint
 from prmkit.errors import PrmkitError
 
 _ENDS = 1024
@@ -29,12 +32,41 @@ def _short(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _cache_path() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "prmkit" / "sha256.json"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, from the cache when its size and mtime are unchanged."""
+    stat = path.stat()
+    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
+    cache_file = _cache_path()
+    try:
+        cache = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(key)
+    if isinstance(entry, list) and entry[:2] == stamp:
+        return entry[2]
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    cache[key] = [*stamp, digest]
+    try:  # a read-only home only costs a re-read next time
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+    return digest
+
+
 def folder_fingerprint(folder: str | Path) -> str:
     files = {}
     for f in sorted(Path(folder).iterdir()):
         if f.name.endswith("config.json") or f.suffix in (".safetensors", ".bin"):
-            fp = file_fingerprint(f)
-            files[f.name] = [fp.get("size"), fp.get("ends_sha256")]
+            files[f.name] = [f.stat().st_size, file_sha256(f)]
     return _short(files)
 
 
