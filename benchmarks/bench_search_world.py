@@ -3,8 +3,8 @@
 Best-of-N and weighted best-of-N at n = 4, 16, 64, beam search and DVTS (beam width 4) at
 the budgets of --tree-n (default: the same), on the 120 test problems of each seed, with
 the demo's PRM and aggregation and the world's solver as the generator; majority vote and
-pass@n of the best-of-N pool as references. The recorded figures ran with --tree-n 4 16
-(the tree searches at n = 64 need about 8 more minutes per seed on the shared 2 cores).
+pass@n of the best-of-N pool as references. The recorded figures ran with --tree-n 4 16 64
+(35 minutes on 2 shared cores; the tree searches at n = 64 take most of it).
 Trained models and per-budget results are cached under --work (a seed without a model
 there is trained as `prmkit demo` does, about 4 minutes on 2 cores).
 
