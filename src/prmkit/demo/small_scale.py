@@ -40,6 +40,7 @@ from prmkit.evaluation import bon_curves
 from prmkit.evaluation.bon import ProblemPool
 from prmkit.scoring.aggregate import fill_null_steps
 from prmkit.selection import AnswerClusterer
+from prmkit.training.reward_trainer import seed_everything
 
 # Supervision kinds of the small models, and the reward model each one trains.
 OBJECTIVE = {"process": "prm", "outcome": "orm", "final_answer": "orm"}
@@ -78,7 +79,7 @@ class SmallScaleConfig:
 
 def quick_small_scale(seeds: tuple[int, ...] = (0,)) -> SmallScaleConfig:
     """A seconds-long run of the experiment code (smoke tests), not a result."""
-    return SmallScaleConfig(seeds=seeds, problems=12, pool_size=6, sizes=(1, 2, 4),
+    return SmallScaleConfig(seeds=seeds, problems=12, pool_size=6, sizes=(1, 2),
                             small_steps=3, test_samples=8, progress=False,
                             demo=replace(quick_config(seeds), progress=False))
 
@@ -177,12 +178,12 @@ def examples_for(setup: SeedSetup, kind: str, picks: Picks) -> list[StepExample]
     return large_prm_labeler(setup, kind).label(items)
 
 
-def label_agreement(setup: SeedSetup) -> dict[str, float]:
+def label_agreement(setup: SeedSetup, threshold: float | None = None) -> dict[str, float]:
     """How PRM_large's labels at the threshold compare with the checker's, over the pools:
     the first wrong step found exactly (process), a solution called right exactly when every
     step is (outcome), and how often the final answer alone calls a solution right whose
     process is wrong (what the grader's labels get wrong)."""
-    thr = setup.cfg.threshold
+    thr = setup.cfg.threshold if threshold is None else threshold
     first = outcome = answer_only = n = 0
     for pool_checks, pool_probs in zip(setup.checks, setup.large_probs):
         for chk, probs in zip(pool_checks, pool_probs):
@@ -202,6 +203,9 @@ def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepE
     if (out / "model").exists():
         return out / "model"
     cfg = replace(setup.cfg.demo, reward_steps=setup.cfg.small_steps, progress=setup.cfg.progress)
+    # The new head is drawn before the trainer seeds: seed here, so that a model does not
+    # depend on what this process trained before it (runs resume from any point).
+    seed_everything(setup.seed)
     return _train_reward_model(OBJECTIVE[kind], setup.backbone_dir, list(examples), out, cfg,
                                setup.seed)
 

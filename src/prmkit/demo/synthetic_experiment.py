@@ -34,6 +34,7 @@ from prmkit.demo.small_scale import (
 )
 from prmkit.evaluation.report import write_report
 
+THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)  # label quality reported at each (no training)
 KINDS = {
     "process": "process supervision from PRM_large",
     "outcome": "outcome supervision from PRM_large",
@@ -43,7 +44,9 @@ KINDS = {
 
 def run_seed(setup: SeedSetup) -> dict:
     out = {"seed": setup.seed, "references": references(setup),
-           "label_agreement": label_agreement(setup), "models": {}}
+           "label_agreement": label_agreement(setup), "models": {},
+           "label_agreement_by_threshold": {str(t): label_agreement(setup, t)
+                                            for t in THRESHOLDS}}
     for kind in KINDS:
         for size in setup.cfg.sizes:
             t0 = time.perf_counter()
@@ -77,6 +80,9 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
     agree = per_seed[0]["label_agreement"].keys()
     out["label_agreement"] = {k: mean_std([[r["label_agreement"][k]] for r in per_seed])[0][0]
                               for k in agree}
+    out["label_agreement_by_threshold"] = {
+        t: {k: mean_std([[r["label_agreement_by_threshold"][t][k]] for r in per_seed])[0][0]
+            for k in agree} for t in per_seed[0]["label_agreement_by_threshold"]}
     return out
 
 
