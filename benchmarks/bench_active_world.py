@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-steps", type=int, default=d.small_steps)
     ap.add_argument("--test-samples", type=int, default=d.test_samples)
     ap.add_argument("--threshold", type=float, default=d.threshold)
+    ap.add_argument("--suffix", default="",
+                    help="appended to the names of the results files and plots (variants)")
     args = ap.parse_args(argv)
     cfg = SmallScaleConfig(problems=args.problems, pool_size=args.pool_size,
                            sizes=tuple(args.sizes), small_steps=args.small_steps,
@@ -65,13 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, runner, plots in (
                 ("synthetic_supervision", run_synthetic, ("synthetic_by_size", "synthetic_by_n")),
                 ("active_learning", run_active, ("active_learning",))):
-            folder = reports / name.split("_")[0]
+            folder = reports / (name.split("_")[0] + args.suffix)
             summary = runner(folder, run, work)
             summary["meta"] = {**meta, "wall_seconds_so_far": round(time.perf_counter() - t0, 1),
                                "load_average_at_write": _load()}
-            (RESULTS / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            (RESULTS / f"{name}{args.suffix}.json").write_text(json.dumps(summary, indent=1) + "\n")
             for p in plots:
-                shutil.copyfile(folder / f"{p}.png", RESULTS / f"{p}.png")
+                shutil.copyfile(folder / f"{p}.png", RESULTS / f"{p}{args.suffix}.png")
     return 0
 
 

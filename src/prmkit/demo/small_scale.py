@@ -49,11 +49,11 @@ OBJECTIVE = {"process": "prm", "outcome": "orm", "final_answer": "orm"}
 @dataclass
 class SmallScaleConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
-    problems: int = 300  # problems for the small models, disjoint from the demo's splits
-    pool_size: int = 32  # sampled solutions per such problem (the selector's pool)
+    problems: int = 150  # problems for the small models, disjoint from the demo's splits
+    pool_size: int = 64  # sampled solutions per such problem (the selector's pool)
     sizes: tuple[int, ...] = (1, 2, 4, 8)  # samples per problem labelled for a small model
-    small_steps: int = 60  # optimizer steps of every small model, whatever its data size
-    test_samples: int = 32  # best-of-N up to this N, on the demo's test problems
+    small_steps: int = 30  # optimizer steps of every small model, whatever its data size
+    test_samples: int = 16  # best-of-N up to this N, on the demo's test problems
     threshold: float = 0.2  # PRM_large labels a step wrong when P(wrong) > threshold
     convincing_wrong_share: float = 0.8
     progress: bool = True
