@@ -79,6 +79,17 @@ def test_final_answer_labels_are_the_graders_verdict_on_the_world_answer():
     assert 0 < sum(want) < len(want)
 
 
+def test_checker_control_labels_are_the_checkers_up_to_the_first_wrong_step():
+    setup = _setup()
+    picks = uniform_picks(setup, 4)
+    examples = examples_for(setup, "checker", picks)
+    checks = [setup.checks[k][i] for k, idx in enumerate(picks) for i in idx]
+    for ex, c in zip(examples, checks):
+        n = len(c.labels) if c.first_error < 0 else c.first_error + 1
+        assert list(ex.labels) == [1.0] * (n - 1) + [1.0 if c.first_error < 0 else 0.0] + [None] * (len(c.labels) - n)
+    assert any(c.first_error >= 0 for c in checks) and any(c.first_error < 0 for c in checks)
+
+
 def test_uniform_picks_are_the_first_samples_of_each_pool_without_duplicates():
     setup = _setup()
     for k, idx in enumerate(uniform_picks(setup, 6)):
@@ -130,7 +141,7 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
                  "--out", str(tmp_path / "a")]) == 0
     syn = json.loads((tmp_path / "a" / "synthetic" / "metrics.json").read_text())
     act = json.loads((tmp_path / "a" / "active" / "metrics.json").read_text())
-    assert set(syn["kinds"]) == {"process", "outcome", "final_answer"}
+    assert set(syn["kinds"]) == {"process", "outcome", "final_answer", "checker"}
     assert syn["seeds"] == 1 and len(syn["kinds"]["process"]["accuracy"]) == 2
     assert (tmp_path / "a" / "synthetic" / "synthetic_by_size.png").stat().st_size > 0
     assert (tmp_path / "a" / "active" / "active_learning.png").stat().st_size > 0

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prmkit.active.labelers import GraderLabeler, LabelItem, LargePRMLabeler
+from prmkit.active.labelers import GraderLabeler, LabelItem, LargePRMLabeler, process_example
 from prmkit.active.selection import dedupe_key
 from prmkit.data.records import StepExample
 from prmkit.demo import world
@@ -42,8 +42,9 @@ from prmkit.scoring.aggregate import fill_null_steps
 from prmkit.selection import AnswerClusterer
 from prmkit.training.reward_trainer import seed_everything
 
-# Supervision kinds of the small models, and the reward model each one trains.
-OBJECTIVE = {"process": "prm", "outcome": "orm", "final_answer": "orm"}
+# Supervision kinds of the small models, and the reward model each one trains. "checker":
+# the world checker's exact process labels, a control for what the small models can learn.
+OBJECTIVE = {"process": "prm", "outcome": "orm", "final_answer": "orm", "checker": "prm"}
 
 
 @dataclass
@@ -169,10 +170,16 @@ def large_prm_labeler(setup: SeedSetup, supervision: str) -> LargePRMLabeler:
 
 
 def examples_for(setup: SeedSetup, kind: str, picks: Picks) -> list[StepExample]:
-    """process / outcome: PRM_large's labels; final_answer: the grader's outcome labels."""
+    """process / outcome: PRM_large's labels; final_answer: the grader's outcome labels;
+    checker: the checker's step labels up to the first wrong step."""
     items = label_items(setup, picks)
     if kind == "final_answer":
         return GraderLabeler().label(items)
+    if kind == "checker":
+        checks = [setup.checks[k][i] for k, idx in enumerate(picks) for i in idx]
+        return [process_example(it, [1.0 if v > 0 else 0.0 for v in
+                                     (c.labels if c.first_error < 0 else c.labels[: c.first_error + 1])])
+                for it, c in zip(items, checks)]
     if kind not in ("process", "outcome"):
         raise PrmkitError(f"unknown supervision kind {kind!r} (process, outcome, final_answer)")
     return large_prm_labeler(setup, kind).label(items)

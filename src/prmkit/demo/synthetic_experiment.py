@@ -40,6 +40,9 @@ KINDS = {
     "outcome": "outcome supervision from PRM_large",
     "final_answer": "final-answer supervision (grader)",
 }
+# Not a kind of the paper: the checker's own process labels, an upper reference for what
+# small models learn from this much data.
+CONTROL = {"checker": "process supervision from the checker (control)"}
 
 
 def run_seed(setup: SeedSetup) -> dict:
@@ -47,7 +50,7 @@ def run_seed(setup: SeedSetup) -> dict:
            "label_agreement": label_agreement(setup), "models": {},
            "label_agreement_by_threshold": {str(t): label_agreement(setup, t)
                                             for t in THRESHOLDS}}
-    for kind in KINDS:
+    for kind in {**KINDS, **CONTROL}:
         for size in setup.cfg.sizes:
             t0 = time.perf_counter()
             r = small_model(setup, f"uniform-{kind}-s{size}", kind, uniform_picks(setup, size))
@@ -62,7 +65,7 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
     sizes, ns = list(cfg.sizes), cfg.ns
     out: dict = {"seeds": len(per_seed), "seed_list": [r["seed"] for r in per_seed],
                  "sizes": sizes, "n": ns, "best_of_n": ns[-1], "kinds": {}}
-    for kind, label in KINDS.items():
+    for kind, label in {**KINDS, **CONTROL}.items():
         runs = [r["models"][kind] for r in per_seed]
         at_n = [[m[s]["curve"][-1] for s in sizes] for m in runs]
         acc, acc_std = mean_std(at_n)
@@ -98,6 +101,11 @@ def verdict(summary: dict) -> str:
         every = [s for s, col in zip(sizes, (hi - lo).T) if (col > 0).all()]
         lines.append(f"{name}: on average at sizes {[s for s, g in zip(sizes, mean_gap) if g > 0]}"
                      f" of {sizes}, in every seed at {every}.")
+    ctrl = kinds["checker"]
+    lines.append(f"References at best-of-{n}: the checker's own process labels (control) "
+                 f"{pct(ctrl['accuracy'][-1], ctrl['accuracy_std'][-1])} at {sizes[-1]} samples "
+                 f"per problem, majority vote {pct(summary['majority']['accuracy'][-1], summary['majority']['accuracy_std'][-1])}, "
+                 f"a random sample (N = 1) {pct(kinds['process']['vs_n']['accuracy'][0], kinds['process']['vs_n']['accuracy_std'][0])}.")
     ag = summary["label_agreement"]
     lines.append(f"Labels against the checker on the small models' pools: PRM_large finds the "
                  f"first wrong step exactly in {100 * ag['process_first_error_exact']:.1f}% of "
