@@ -15,12 +15,9 @@ from typing import Any, Literal
 
 from prmkit.errors import PrmkitError
 from prmkit.training.reward_config import (
-    ConfigError,
     _build,
-    _setter,
-    _yaml_line,
-    apply_override,
     check_types,
+    load_yaml_config,
 )
 
 
@@ -121,29 +118,7 @@ class LoopConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> LoopConfig:
-        import yaml
-
-        p = Path(path)
-        if not p.is_file():
-            raise PrmkitError(f"{path}: loop config not found")
-        text = p.read_text()
-        try:
-            d = yaml.safe_load(text) or {}
-        except yaml.YAMLError as e:
-            raise PrmkitError(f"{path}: not valid YAML ({e})") from None
-        if not isinstance(d, dict):
-            raise PrmkitError(f"{path}: a loop config must be a mapping of keys")
-        set_by = {apply_override(d, item): item for item in overrides or []}
-        try:
-            return cls.from_dict(d)
-        except ConfigError as e:
-            item = _setter(e.key, set_by)
-            if item is not None:
-                raise PrmkitError(f"override {item!r}: {e}") from None
-            line = _yaml_line(text, e.key)
-            raise PrmkitError(f"{path}{f':{line}' if line else ''}: {e}") from None
-        except PrmkitError as e:
-            raise PrmkitError(f"{path}: {e}") from None
+        return load_yaml_config(cls.from_dict, path, overrides, "loop config")
 
 
 def _need(ok: bool, msg: str) -> None:

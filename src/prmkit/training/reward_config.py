@@ -163,31 +163,35 @@ class RewardTrainingConfig:
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> RewardTrainingConfig:
         """A YAML recipe plus `key=value` overrides; errors name the recipe's file and line,
         or the override, that set the offending key."""
-        import yaml
+        return load_yaml_config(cls.from_dict, path, overrides, "recipe")
 
-        p = Path(path)
-        if not p.is_file():
-            raise PrmkitError(f"{path}: recipe not found")
-        text = p.read_text()
-        try:
-            d = yaml.safe_load(text) or {}
-        except yaml.YAMLError as e:
-            raise PrmkitError(f"{path}: not valid YAML ({e})") from None
-        if not isinstance(d, dict):
-            raise PrmkitError(f"{path}: a recipe must be a mapping of config keys")
-        set_by: dict[str, str] = {}
-        for item in overrides or []:
-            set_by[apply_override(d, item)] = item
-        try:
-            return cls.from_dict(d)
-        except ConfigError as e:
-            item = _setter(e.key, set_by)
-            if item is not None:
-                raise PrmkitError(f"override {item!r}: {e}") from None
-            line = _yaml_line(text, e.key)
-            raise PrmkitError(f"{path}{f':{line}' if line else ''}: {e}") from None
-        except PrmkitError as e:
-            raise PrmkitError(f"{path}: {e}") from None
+
+def load_yaml_config(from_dict, path: str | Path, overrides: list[str] | None, what: str):
+    """`from_dict` of a YAML file's mapping with `key=value` overrides applied; a bad value
+    is an error naming the file and line, or the override, that set it."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise PrmkitError(f"{path}: {what} not found")
+    text = p.read_text()
+    try:
+        d = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise PrmkitError(f"{path}: not valid YAML ({e})") from None
+    if not isinstance(d, dict):
+        raise PrmkitError(f"{path}: a {what} must be a mapping of config keys")
+    set_by = {apply_override(d, item): item for item in overrides or []}
+    try:
+        return from_dict(d)
+    except ConfigError as e:
+        item = _setter(e.key, set_by)
+        if item is not None:
+            raise PrmkitError(f"override {item!r}: {e}") from None
+        line = _yaml_line(text, e.key)
+        raise PrmkitError(f"{path}{f':{line}' if line else ''}: {e}") from None
+    except PrmkitError as e:
+        raise PrmkitError(f"{path}: {e}") from None
 
 
 class ConfigError(PrmkitError):
