@@ -280,6 +280,7 @@ class RewardTrainer:
         if pad_id is None:
             pad_id = raw.tokenizer.eos_token_id or 0
         device = acc.device
+        pin = device.type == "cuda"
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
         last: dict = {}
         progress = self._progress(total_steps, start_step)
@@ -300,7 +301,10 @@ class RewardTrainer:
                 acc.step = cfg.grad_accum - len(mine)
                 loss_sum = torch.zeros((), device=device)  # read only when logged
                 for b in mine:
-                    batch = collate([train_rows[r] for r in batches[b]], pad_id).to(device)
+                    # on CUDA: pinned host memory and a non-blocking copy, so the next
+                    # micro-batch is collated and copied while queued kernels still run
+                    batch = collate([train_rows[r] for r in batches[b]], pad_id,
+                                    pin_memory=pin).to(device)
                     with acc.accumulate(model):
                         with autocast:
                             logits = model(batch.input_ids, batch.label_positions,
