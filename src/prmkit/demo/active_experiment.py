@@ -174,9 +174,10 @@ def verdict(summary: dict) -> str:
         f"{[s for s, g in zip(sizes, gaps.mean(0)) if g > 0]}, in every seed at "
         f"{[s for s, col in zip(sizes, gaps.T) if (col > 0).all()]}.",
     ]
-    if u["fit"]["slope"] <= 0:
-        lines.append("Uniform sampling does not improve with data here, so the ratio of slopes "
-                     "does not measure data efficiency.")
+    if u["fit"]["slope"] <= 0 or a["fit"]["slope"] <= 0:
+        which = "Uniform sampling" if u["fit"]["slope"] <= 0 else "Active learning"
+        lines.append(f"{which} does not improve with data here, so the ratio of slopes does "
+                     "not measure data efficiency.")
     wa = a["wrong_answer_share"]
     lines.append(f"Selected sets hold {', '.join(f'{100 * w:.0f}%' for w in wa)} wrong-answer "
                  f"samples (uniform: {', '.join(f'{100 * w:.0f}%' for w in u['wrong_answer_share'])}).")
