@@ -195,11 +195,12 @@ def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> 
     summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
     sizes, n = summary["sizes"], summary["best_of_n"]
     series = {}
-    for m in summary["methods"].values():
-        series[m["label"]] = {"x": sizes, "mean": m["accuracy"], "std": m["accuracy_std"]}
+    for color, m in zip(("C0", "C1"), summary["methods"].values()):
+        series[m["label"]] = {"x": sizes, "mean": m["accuracy"], "std": m["accuracy_std"],
+                              "color": color}
         fit = m["fit"]
         series[f"fit: {m['label']}"] = {
-            "x": sizes, "std": [0.0] * len(sizes), "ls": ":",
+            "x": sizes, "std": [0.0] * len(sizes), "ls": ":", "color": color,
             "mean": [fit["slope"] * np.log2(s) + fit["intercept"] for s in sizes]}
     plots = {f"Best-of-{n} against samples per problem, with fitted lines (mean ± std over seeds)":
              plot_series(series, out / "active_learning.png",

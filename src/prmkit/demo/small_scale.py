@@ -269,8 +269,8 @@ def mean_std(values: Sequence[Sequence[float]]) -> tuple[list[float], list[float
 
 
 def plot_series(series: dict[str, dict], path: Path, xlabel: str, title: str) -> Path:
-    """{label: {"x", "mean", "std"}} (accuracies in 0..1): mean with a +-1 std band,
-    log2 x axis."""
+    """{label: {"x", "mean", "std", optional "ls" and "color"}} (accuracies in 0..1): mean
+    with a +-1 std band, log2 x axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -280,8 +280,10 @@ def plot_series(series: dict[str, dict], path: Path, xlabel: str, title: str) ->
     for label, s in series.items():
         x = np.array(s["x"], dtype=float)
         y, e = 100 * np.array(s["mean"]), 100 * np.array(s["std"])
-        ax.plot(x, y, marker="o", ms=4, label=label, ls=s.get("ls", "-"))
-        ax.fill_between(x, y - e, y + e, alpha=0.15)
+        line, = ax.plot(x, y, marker="o" if s.get("ls", "-") == "-" else None, ms=4,
+                        label=label, ls=s.get("ls", "-"), color=s.get("color"))
+        if e.any():
+            ax.fill_between(x, y - e, y + e, alpha=0.15, color=line.get_color())
     ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("% of test problems solved")
