@@ -19,6 +19,7 @@ import argparse
 import json
 import platform
 import shutil
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -52,12 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=d.threshold)
     ap.add_argument("--suffix", default="",
                     help="appended to the names of the results files and plots (variants)")
-    args = ap.parse_args(argv)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     cfg = SmallScaleConfig(problems=args.problems, pool_size=args.pool_size,
                            sizes=tuple(args.sizes), small_steps=args.small_steps,
                            test_samples=args.test_samples, threshold=args.threshold,
                            progress=False)
-    command = "python benchmarks/bench_active_world.py " + " ".join(argv or [])
+    argv = sys.argv[1:] if argv is None else argv
+    command = "python benchmarks/bench_active_world.py " + " ".join(argv)
     t0 = time.perf_counter()
     reports, work = Path(args.reports), Path(args.work)
     for k in range(1, len(args.seeds) + 1):
