@@ -15,7 +15,6 @@ as the paper measures it (2.6x there).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +36,9 @@ from prmkit.demo.small_scale import (
     mean_std,
     pct,
     plot_series,
-    prepare_seed,
     references,
+    run_seeds,
     small_model,
-    torch_settings,
     train_small,
     uniform_picks,
 )
@@ -185,14 +183,8 @@ def verdict(summary: dict) -> str:
 
 
 def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
-    out, work = Path(out_dir), Path(work)
-    t0 = time.perf_counter()
-    with torch_settings(cfg.demo.threads):
-        per_seed = [run_seed(prepare_seed(s, cfg, work)) for s in cfg.seeds]
-    summary = summarise(per_seed, cfg)
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    summary["statement"] = verdict(summary)
-    summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
+    out = Path(out_dir)
+    summary = run_seeds(cfg, Path(work), run_seed, summarise, verdict)
     sizes, n = summary["sizes"], summary["best_of_n"]
     series = {}
     for color, m in zip(("C0", "C1"), summary["methods"].values()):

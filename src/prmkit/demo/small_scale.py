@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -299,6 +300,19 @@ def plot_series(series: dict[str, dict], path: Path, xlabel: str, title: str) ->
 
 def pct(mean: float, std: float) -> str:
     return f"{100 * mean:.1f} ± {100 * std:.1f}"
+
+
+def run_seeds(cfg: SmallScaleConfig, work: Path, run_seed, summarise, verdict) -> dict:
+    """Every seed of an experiment (`run_seed` of its setup), summarised, with the wall
+    time, the statement and the settings."""
+    t0 = time.perf_counter()
+    with torch_settings(cfg.demo.threads):
+        per_seed = [run_seed(prepare_seed(s, cfg, Path(work))) for s in cfg.seeds]
+    summary = summarise(per_seed, cfg)
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    summary["statement"] = verdict(summary)
+    summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
+    return summary
 
 
 class torch_settings:

@@ -14,7 +14,6 @@ largest size. The paper finds (a) above (b) above (c).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,9 @@ from prmkit.demo.small_scale import (
     mean_std,
     pct,
     plot_series,
-    prepare_seed,
     references,
+    run_seeds,
     small_model,
-    torch_settings,
     uniform_picks,
 )
 from prmkit.evaluation.report import write_report
@@ -116,14 +114,8 @@ def verdict(summary: dict) -> str:
 
 
 def run_synthetic(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
-    out, work = Path(out_dir), Path(work)
-    t0 = time.perf_counter()
-    with torch_settings(cfg.demo.threads):
-        per_seed = [run_seed(prepare_seed(s, cfg, work)) for s in cfg.seeds]
-    summary = summarise(per_seed, cfg)
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    summary["statement"] = verdict(summary)
-    summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
+    out = Path(out_dir)
+    summary = run_seeds(cfg, Path(work), run_seed, summarise, verdict)
     sizes, n = summary["sizes"], summary["best_of_n"]
     by_size = {s["label"]: {"x": sizes, "mean": s["accuracy"], "std": s["accuracy_std"]}
                for s in summary["kinds"].values()}
