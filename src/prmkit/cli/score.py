@@ -21,14 +21,20 @@ def cmd_score(args) -> int:
     from prmkit.scoring.parallel import DataParallel
     from prmkit.scoring.scorer import Scorer
 
-    scorer = Scorer.from_pretrained(args.model, token_budget=args.batch_tokens,
-                                    dtype=args.dtype, device=args.device,
-                                    attn_implementation=args.attn_implementation,
-                                    parallel=DataParallel.from_environment())
-    report = score_file(scorer, args.input, args.output, aggregation=args.aggregation,
-                        resume=args.resume, overwrite=args.overwrite,
-                        progress=not args.no_progress, force=args.force)
-    if scorer.parallel.is_main:
+    parallel = DataParallel.from_environment()
+    try:
+        scorer = Scorer.from_pretrained(args.model, token_budget=args.batch_tokens,
+                                        dtype=args.dtype, device=args.device,
+                                        attn_implementation=args.attn_implementation,
+                                        parallel=parallel)
+        report = score_file(scorer, args.input, args.output, aggregation=args.aggregation,
+                            resume=args.resume, overwrite=args.overwrite,
+                            progress=not args.no_progress, force=args.force)
+    except BaseException:
+        parallel.close(wait=False)
+        raise
+    parallel.close()
+    if parallel.is_main:
         print(report.summary(), file=sys.stderr)
     return 0
 

@@ -51,6 +51,17 @@ class DataParallel:
 
             PartialState().wait_for_everyone()
 
+    def close(self, wait: bool = True) -> None:
+        """End the process group (after waiting for every process, unless this one is
+        failing): a gloo group left open at exit can abort a process ("terminate called
+        without an active exception")."""
+        if self.world > 1:
+            from accelerate import PartialState
+
+            if wait:
+                PartialState().wait_for_everyone()
+            PartialState().destroy_process_group()
+
     def map(self, items: Sequence[Any], fn: Callable[[Sequence[Any]], list[Any]]) -> list[Any]:
         """fn over items, split round-robin over the processes; results in input order,
         on every process."""
