@@ -26,3 +26,15 @@ def smollm2_dir() -> Path:
     from prmkit.models.backbones import smollm2_folder
 
     return smollm2_folder()
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory) -> Path:
+    """A saved tiny random Llama causal LM with its tokenizer (a model folder)."""
+    from prmkit.models.backbones import tiny_random
+
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    model, tok = tiny_random(seed=0)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

@@ -11,16 +11,6 @@ from prmkit.active.loop_config import LoopConfig
 from prmkit.cli import main
 from prmkit.data import read_records
 from prmkit.errors import PrmkitError
-from prmkit.models.backbones import tiny_random
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-lm")
-    model, tok = tiny_random(seed=0)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture

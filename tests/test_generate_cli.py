@@ -267,17 +267,6 @@ def test_malformed_problems_file_names_file_and_line(tmp_path):
 
 
 # ---- CLI ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    from prmkit.models.backbones import tiny_random
-
-    folder = tmp_path_factory.mktemp("tiny-lm")
-    model, tok = tiny_random(seed=0)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
-
-
 def graded_problems(tmp_path):
     path = tmp_path / "problems.jsonl"
     path.write_text("".join(json.dumps({**p, "answer": p.get("answer", "7")}) + "\n"

@@ -24,8 +24,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "scoring"
 SOLUTIONS = FIXTURES / "solutions.jsonl"
 
 
-def make_model(**config) -> StepRewardModel:
+def make_model(chat_template: str | None = None, **config) -> StepRewardModel:
+    """A tiny reward model with widely spread random weights (probabilities far from 0.5);
+    used by the other scoring tests too."""
     backbone, tok = tiny_random(seed=0)
+    if chat_template is not None:
+        tok.chat_template = chat_template
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():  # a wide spread of weights: probabilities far from 0.5
         for name, p in backbone.named_parameters():

@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from test_scoring import make_model as scoring_model
 
 from prmkit.errors import PrmkitError
 from prmkit.models.backbones import TINY_CORPUS, tiny_random
@@ -28,22 +29,9 @@ PROBLEMS = ["How many apples? Let x be a number.", "Compute 3 * 4 - 5.",
 
 def make_model(step_format: StepFormat | None = None, chat: bool = False,
                **config) -> StepRewardModel:
-    backbone, tok = tiny_random(seed=0)
-    if chat:
-        tok.chat_template = CHAT_TEMPLATE
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # a wide spread of weights: probabilities far from 0.5
-        for name, p in backbone.named_parameters():
-            if "norm" not in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
     if step_format is not None:
         config["step_format"] = step_format
-    model = StepRewardModel.from_backbone(backbone, tok, RewardModelConfig(**config))
-    if model.head is not None:
-        with torch.no_grad():
-            for p in model.head.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-    return model.eval()
+    return scoring_model(CHAT_TEMPLATE if chat else None, **config)
 
 
 def random_step(rng: random.Random) -> str:

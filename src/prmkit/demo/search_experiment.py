@@ -160,12 +160,9 @@ def summarise(per_seed: list[dict[str, dict[int, dict]]]) -> dict:
 
 
 def plot(summary: dict, path: Path) -> Path:
-    import matplotlib
+    from prmkit.evaluation.report import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = new_figure(figsize=(7, 4.5))
     for row, s in summary.items():
         if row == "meta":
             continue
@@ -184,10 +181,7 @@ def plot(summary: dict, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

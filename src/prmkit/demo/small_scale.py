@@ -272,12 +272,9 @@ def mean_std(values: Sequence[Sequence[float]]) -> tuple[list[float], list[float
 def plot_series(series: dict[str, dict], path: Path, xlabel: str, title: str) -> Path:
     """{label: {"x", "mean", "std", optional "ls" and "color"}} (accuracies in 0..1): mean
     with a +-1 std band, log2 x axis."""
-    import matplotlib
+    from prmkit.evaluation.report import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = new_figure(figsize=(6.5, 4.2))
     for label, s in series.items():
         x = np.array(s["x"], dtype=float)
         y, e = 100 * np.array(s["mean"]), 100 * np.array(s["std"])
@@ -292,10 +289,7 @@ def plot_series(series: dict[str, dict], path: Path, xlabel: str, title: str) ->
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def pct(mean: float, std: float) -> str:

@@ -17,7 +17,8 @@ LABELS = {"best": "best-of-N", "majority": "majority vote", "weighted": "weighte
           "pass": "pass@N"}
 
 
-def _save(fig, path: str | os.PathLike) -> Path:
+def save_figure(fig, path: str | os.PathLike) -> Path:
+    """Write a figure as PNG (atomically, parent folders made) and close it."""
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -28,13 +29,14 @@ def _save(fig, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def _figure():
+def new_figure(nrows: int = 1, ncols: int = 1, figsize=(6.4, 4.2), **kwargs):
+    """`plt.subplots` on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=(6.4, 4.2))
+    return plt.subplots(nrows, ncols, figsize=figsize, **kwargs)
 
 
 def plot_bon_curves(
@@ -44,7 +46,7 @@ def plot_bon_curves(
 
     Accuracy against log2 N, one line per method, +-1 std as a band where given.
     """
-    fig, ax = _figure()
+    fig, ax = new_figure()
     for label, s in series.items():
         x = [math.log2(n) for n in s["n"]]
         y = [100 * a for a in s["accuracy"]]
@@ -59,13 +61,13 @@ def plot_bon_curves(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_calibration(bins: Mapping[str, list], path: str | os.PathLike,
                      title: str = "Step calibration") -> Path:
     """Reliability diagram from `calibration_bins` output."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     centers = [(lo + hi) / 2 for lo, hi in zip(bins["lower"], bins["upper"])]
     width = bins["upper"][0] - bins["lower"][0]
     acc = [a if a is not None else 0.0 for a in bins["accuracy"]]
@@ -80,7 +82,7 @@ def plot_calibration(bins: Mapping[str, list], path: str | os.PathLike,
     ax.set_ylabel("share of steps correct")
     ax.set_title(title)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _fmt(v) -> str:

@@ -17,9 +17,10 @@ from prmkit.generation.base import (
     Sampler,
     SampleRequest,
     SamplingParams,
+    StreamingSampler,
     get_sampler,
     sample_seed,
 )
 
 __all__ = ["BACKENDS", "Completion", "Prompt", "RequestOutput", "Sampler", "SampleRequest",
-           "SamplingParams", "get_sampler", "sample_seed"]
+           "SamplingParams", "StreamingSampler", "get_sampler", "sample_seed"]

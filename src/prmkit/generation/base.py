@@ -120,6 +120,23 @@ class Sampler(ABC):
         self.close()
 
 
+class StreamingSampler(Sampler):
+    """A backend that yields each request as it finishes (`iter_generate`); `generate`
+    collects them back in the order of the requests."""
+
+    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                 progress: bool = False) -> list[RequestOutput]:
+        outputs: list[RequestOutput | None] = [None] * len(requests)
+        for index, output in self.iter_generate(requests, params, progress):
+            outputs[index] = output
+        return outputs  # type: ignore[return-value]
+
+    @abstractmethod
+    def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
+        """`(index in requests, output)` as each request finishes."""
+
+
 def get_sampler(backend: str, model: str, **options) -> Sampler:
     """Build the sampler of `backend` for `model`; unknown backends are an error."""
     if backend not in BACKENDS:

@@ -136,7 +136,7 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
                   prompt_format: PromptFormat | None = None, resume: bool = True,
                   progress: bool = True, force: bool = False, overwrite: bool = False,
                   limit: int | None = None, chunk_size: int = 64,
-                  write_every: int = 16) -> GenerateReport:
+                  write_every: int = 64) -> GenerateReport:
     """`n` samples for each problem of `problems_path` into `out_path` (module docstring).
 
     The prompt format's stop strings are added to `params.stop`. An existing output is

@@ -30,9 +30,9 @@ from prmkit.generation.base import (
     Completion,
     Prompt,
     RequestOutput,
-    Sampler,
     SampleRequest,
     SamplingParams,
+    StreamingSampler,
 )
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 HEALTH_CHECK_TIMEOUT = 10.0
 
 
-class OpenAISampler(Sampler):
+class OpenAISampler(StreamingSampler):
     """Samples through `/v1/completions` (text prompts) or `/v1/chat/completions` (chat
     messages; `chat=True` sends text prompts as one user message, `chat=False` refuses
     messages). `extra_body` is merged into every request (e.g. vLLM's `top_k` or
@@ -75,13 +75,6 @@ class OpenAISampler(Sampler):
         self._checked = False
 
     # -- public API ------------------------------------------------------------------
-
-    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                 progress: bool = False) -> list[RequestOutput]:
-        outputs: list[RequestOutput | None] = [None] * len(requests)
-        for index, output in self.iter_generate(requests, params, progress):
-            outputs[index] = output
-        return outputs  # type: ignore[return-value]
 
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
                       progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:

@@ -23,9 +23,9 @@ from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
     Completion,
     RequestOutput,
-    Sampler,
     SampleRequest,
     SamplingParams,
+    StreamingSampler,
     sample_seed,
 )
 
@@ -59,7 +59,7 @@ def model_max_len(model: str) -> int:
     return int(json.loads(config.read_text()).get("max_position_embeddings") or 0)
 
 
-class VllmSampler(Sampler):
+class VllmSampler(StreamingSampler):
     """Samples with a `vllm.LLM` in this process.
 
     Sample i of a request is drawn with `sample_seed(request.seed, key, i)` (the sampler's
@@ -125,13 +125,6 @@ class VllmSampler(Sampler):
             max_tokens=params.max_tokens, stop=list(params.stop) or None, seed=seed,
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
-
-    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                 progress: bool = False) -> list[RequestOutput]:
-        outputs: list[RequestOutput | None] = [None] * len(requests)
-        for index, output in self.iter_generate(requests, params, progress):
-            outputs[index] = output
-        return outputs  # type: ignore[return-value]
 
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
                       progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:

@@ -148,14 +148,9 @@ def plot_search_curves(result: dict, path: str | os.PathLike,
                        title: str = "Search: accuracy against compute"):
     """Two panels side by side: accuracy against generated tokens per problem, and
     against N; one line per method (points sorted by budget), references dashed."""
-    import matplotlib
+    from prmkit.evaluation.report import new_figure, save_figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    from prmkit.evaluation.report import _save
-
-    fig, (by_tokens, by_n) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig, (by_tokens, by_n) = new_figure(1, 2, figsize=(11, 4.2), sharey=True)
     methods: dict[str, list[dict]] = {}
     for p in result["points"]:
         methods.setdefault(p["method"], []).append(p)
@@ -182,7 +177,7 @@ def plot_search_curves(result: dict, path: str | os.PathLike,
     by_tokens.set_ylabel("% problems solved")
     by_n.legend(fontsize=8)
     fig.suptitle(f"{title} ({result['problems']} problems)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def report_table(result: dict) -> dict:
