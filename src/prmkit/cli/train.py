@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 
 
@@ -30,9 +31,16 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
+    from prmkit.training.distributed import end_process_group
     from prmkit.training.reward_trainer import train
 
-    result = train(config)
+    try:
+        result = train(config)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the training error is the one to report
+            end_process_group(wait=False)
+        raise
+    end_process_group()
     summary = {"model": str(result.model_dir), "steps": result.steps, **result.metrics}
     skipped = {k: v for k, v in result.data.items() if k.endswith("_skipped_long_prompts") and v}
     if skipped:

@@ -225,3 +225,17 @@ def save_final_model(acc, engine: str, model, raw, folder: Path, merge: bool, re
                               f"unexpected {unexpected[:3]}")
         host.eval()
         host.save_pretrained(folder, merge_adapter=merge)
+
+
+def end_process_group(wait: bool = True) -> None:
+    """End the launch's process group, if there is one (after waiting for every process,
+    unless this one is failing). A gloo group, or a DeepSpeed engine's, left open at
+    interpreter exit can abort the process ("terminate called without an active
+    exception") after the work is done."""
+    import torch.distributed as tdist
+
+    if not (tdist.is_available() and tdist.is_initialized()):
+        return
+    if wait:
+        tdist.barrier()
+    tdist.destroy_process_group()
