@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from active_support import loop_config, write_problems
 
 from prmkit.active.loop import STEPS, LabelsPending, run_loop
-from prmkit.active.loop_config import LoopConfig
 from prmkit.cli import main
 from prmkit.data import read_records
 from prmkit.errors import PrmkitError
@@ -15,25 +15,7 @@ from prmkit.errors import PrmkitError
 
 @pytest.fixture
 def problems(tmp_path):
-    path = tmp_path / "problems.jsonl"
-    rows = [{"problem": "What is 2+3?", "answer": "5", "unique_id": "a"},
-            {"problem": "What is 1+1?", "answer": "2", "unique_id": "b"}]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def loop_config(tmp_path, tiny_lm, problems, **changes) -> LoopConfig:
-    d = {"problems": str(problems), "generations": 2, "output_dir": str(tmp_path / "run"),
-         "generator": {"backend": "hf", "model": str(tiny_lm), "samples_per_problem": 4,
-                       "max_tokens": 8, "options": {"batch_size": 8}},
-         "select": {"per_problem": 2},
-         "label": {"source": "grader"},
-         "train_recipe": "recipes/tiny_ci.yaml",
-         "train_overrides": ["max_steps=2", "data.eval_fraction=0", "save_every=0",
-                             "eval_every=0", "model.step_format.max_length=128"]}
-    for key, value in changes.items():
-        d[key] = {**d[key], **value} if isinstance(value, dict) else value
-    return LoopConfig.from_dict(d)
+    return write_problems(tmp_path / "problems.jsonl")
 
 
 def test_two_generations_keep_data_models_and_manifest(tmp_path, tiny_lm, problems):

@@ -9,6 +9,7 @@ and train/ (the retrained model in train/model). `manifest.json` records the con
 per generation and step: done, seconds, sha256 of its files and its counts. A step is
 marked done only after its files are written, so a killed loop resumes at the step where
 it stopped (a half-written samples file or a training run with checkpoints is continued).
+`loop_status(output_dir)` reads the manifest back: where a run stands, without running it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,26 @@ def read_jsonl(path: Path) -> list[dict]:
         return [orjson.loads(line) for line in f if line.strip()]
 
 
+def read_manifest(output_dir: str | Path) -> dict:
+    """`output_dir/manifest.json`; a PrmkitError naming the file (and line) when it is missing,
+    not JSON or not a loop manifest."""
+    path = Path(output_dir) / MANIFEST
+    if not path.is_file():
+        raise PrmkitError(f"{path}: no loop manifest (not the output_dir of `prmkit active "
+                          "run`, or the loop has not started)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise PrmkitError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); "
+                          "the loop manifest is damaged") from None
+    except UnicodeDecodeError as e:
+        raise PrmkitError(f"{path}: not valid UTF-8 ({e.reason}); the loop manifest is damaged") from None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("config"), dict)
+            and isinstance(manifest.get("generations"), dict)):
+        raise PrmkitError(f"{path}: not a loop manifest (needs \"config\" and \"generations\")")
+    return manifest
+
+
 def write_jsonl(path: Path, rows) -> int:
     n = 0
     with atomic_write(path) as f:
@@ -82,7 +103,7 @@ class ActiveLoop:
         if not path.is_file():
             return {"prmkit_version": __version__, "config": self.config.to_dict(),
                     "config_sha256": digest, "generations": {}, "created": time.time()}
-        manifest = json.loads(path.read_text())
+        manifest = read_manifest(self.out)
         if manifest.get("config_sha256") != digest and not self.config.force:
             old = manifest.get("config", {})
             changed = sorted(k for k in set(old) | set(self.config.to_dict())
@@ -336,3 +357,80 @@ class ActiveLoop:
 def run_loop(config: LoopConfig, after_step: Callable[[int, str], None] | None = None) -> dict:
     """Run (or resume) the loop; returns the manifest."""
     return ActiveLoop(config, after_step).run()
+
+
+def loop_status(output_dir: str | Path) -> dict:
+    """Where the loop run in `output_dir` stands, read from its manifest (nothing is run).
+
+    Returns `generations` (per generation: the steps done with their seconds, counts and the
+    state of each recorded file: ok, changed or missing), `next` ({generation, step}, or
+    None once every step is done), `finished`, `seconds` (all done steps), `changed_files`
+    (files of done steps that no longer match their sha256, the retrained models' included)
+    and `waiting_for_labels` (the queue and labels files when the next step is a queue
+    source's label step, else None). A missing or damaged manifest is a PrmkitError.
+    """
+    out = Path(output_dir)
+    manifest = read_manifest(out)
+    config = manifest["config"]
+    planned = int(config.get("generations", len(manifest["generations"])))
+    generations, changed, next_step = [], [], None
+    for g in range(planned):
+        recorded = manifest["generations"].get(str(g), {}).get("steps", {})
+        steps = {}
+        for step in STEPS:
+            rec = recorded.get(step, {})
+            if not rec.get("done"):
+                if next_step is None:
+                    next_step = {"generation": g, "step": step}
+                continue
+            expected = dict(rec.get("files", {}))
+            counts = rec.get("counts", {})
+            if step == "train":  # the model the next generation selects with, in train/<model>
+                model = Path(counts.get("model_dir", "model")).name
+                for name, digest in counts.get("model_sha256", {}).items():
+                    expected[f"train/{model}/{name}"] = digest
+            files = {}
+            for name, digest in expected.items():
+                path = out / f"gen_{g}" / name
+                state = ("missing" if not path.is_file()
+                         else "ok" if sha256_file(path) == digest else "changed")
+                files[name] = state
+                if state != "ok":
+                    changed.append({"generation": g, "step": step, "path": str(path),
+                                    "state": state})
+            steps[step] = {"seconds": rec.get("seconds", 0.0),
+                           "finished_at": rec.get("finished_at"),
+                           "counts": counts, "files": files}
+        generations.append({"generation": g, "done": list(steps),
+                            "seconds": round(sum(s["seconds"] for s in steps.values()), 3),
+                            "steps": steps})
+    label = config.get("label", {})
+    waiting = None
+    if next_step is not None and next_step["step"] == "label" and label.get("source") == "queue":
+        waiting = _queue_wait(out / f"gen_{next_step['generation']}", next_step["generation"],
+                              bool(label.get("allow_pending", False)))
+    return {"output_dir": str(out), "manifest": str(out / MANIFEST),
+            "config_sha256": manifest.get("config_sha256"),
+            "prmkit_version": manifest.get("prmkit_version"),
+            "label_source": label.get("source"), "generations_planned": planned,
+            "generations": generations, "next": next_step, "finished": next_step is None,
+            "seconds": round(sum(gen["seconds"] for gen in generations), 3),
+            "intact": not changed, "changed_files": changed, "waiting_for_labels": waiting}
+
+
+def _queue_wait(gen_dir: Path, g: int, allow_pending: bool) -> dict:
+    """What the queue source's label step waits for: `queue_labelled.jsonl`, every record of
+    `queue.jsonl` labelled (or some, with label.allow_pending)."""
+    queue, labels = gen_dir / "queue.jsonl", gen_dir / "queue_labelled.jsonl"
+    wait = {"generation": g, "queue": str(queue), "labels": str(labels),
+            "queue_written": queue.is_file(), "labels_present": labels.is_file(),
+            "labelled": None, "pending": None, "allow_pending": allow_pending, "error": None}
+    if labels.is_file():
+        try:
+            back = read_label_queue(labels)
+            wait["labelled"], wait["pending"] = back.labelled, back.pending
+        except PrmkitError as e:
+            wait["error"] = str(e)
+    wait["waiting"] = (not labels.is_file() or wait["error"] is not None
+                       or (wait["pending"] > 0 and not allow_pending))
+    return wait
