@@ -125,6 +125,12 @@ def test_queue_source_next_label_step_waits_for_human_labels(tmp_path, tiny_lm, 
         f"waiting for human labels: label {gen / 'queue.jsonl'} and save it as "
         f"{gen / 'queue_labelled.jsonl'}")
 
+    (gen / "queue_labelled.jsonl").write_text('{"label": }\n')
+    wait = loop_status(run)["waiting_for_labels"]
+    assert wait["waiting"] and "queue_labelled.jsonl:1" in wait["error"]
+    assert main(["active", "status", str(run)]) == 0
+    assert "the labels file is unreadable" in capsys.readouterr().out
+
     queue = list(read_prm800k(gen / "queue.jsonl"))
     labelled = [label_record(r, [1] * (len(r.pre_generated_steps) - 1) + [-1], "tester")
                 for r in queue]

@@ -118,7 +118,7 @@ def _waiting(w: dict) -> str:
     where = f"label {w['queue']}" + ("" if w["queue_written"] else
                                      " (written when the label step runs)")
     if w["error"] is not None:
-        return f"labels unreadable: {w['error']}"
+        return f"waiting for human labels: the labels file is unreadable: {w['error']}"
     if not w["labels_present"]:
         return f"waiting for human labels: {where} and save it as {w['labels']}"
     if w["waiting"]:
