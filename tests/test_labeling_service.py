@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import orjson
 import pytest
@@ -19,13 +20,15 @@ from labeling_support import (  # noqa: F401
     sessions,
     write_queue,
 )
+from sqlalchemy import select
 
+from prmkit.cli import main
 from prmkit.data import read_records
 from prmkit.data.prm800k import to_dict
 from prmkit.data.stats import file_stats
 from prmkit.errors import DataError
 from prmkit.labeling import qc, service
-from prmkit.labeling.models import Base, Item, StepLabel
+from prmkit.labeling.models import Base, Item, StepLabel, utcnow
 
 
 def _sid() -> str:
@@ -320,3 +323,119 @@ def test_real_phase1_test_example_labelled_and_read_back(sessions, shared_data, 
     assert [s.human_completion for s in sol.steps] == [s.human_completion for s in original.steps]
     assert [s.text for s in sol.trajectory()] == [s.text for s in original.trajectory()]
     db.close()
+
+
+# --- releasing idle tasks -----------------------------------------------------------------
+
+
+def _idle_since(db, task, hours, labels_too=True):
+    """Pretend the task was taken (and, with labels_too, rated) `hours` ago."""
+    then = utcnow() - timedelta(hours=hours)
+    task.started_at = then
+    if labels_too:
+        for label in db.scalars(select(StepLabel).where(StepLabel.task_id == task.id)):
+            label.created_at = then
+    db.commit()
+
+
+def test_idle_task_is_released_and_its_solution_ends_with_k_labels_exported_once(setup):
+    db, project, ann, bob, _ = setup
+    service.configure_project(db, "p1", overlap=2)
+    db.commit()
+    carl = service.create_user(db, "carl", "password-c")
+    dave = service.create_user(db, "dave", "password-d")
+    abandoned = service.next_task(db, ann, project)
+    service.submit_step(db, ann, abandoned.id, 0, [-1], [True], _sid())
+    _idle_since(db, abandoned, 3)
+    kept = service.next_task(db, bob, project)  # the same solution, taken long ago ...
+    assert kept.item_id == abandoned.item_id
+    _idle_since(db, kept, 3, labels_too=False)
+    service.submit_step(db, bob, kept.id, 0, [1], [False], _sid())  # ... but rated just now
+    assert service.next_task(db, carl, project).item_id != abandoned.item_id  # two have it
+
+    released = service.release_stale_tasks(db, project, timedelta(hours=1))
+
+    assert [t.id for t in released] == [abandoned.id]
+    assert service.view_task(db, bob, kept.id).task.status == "open"
+    assert service.next_task(db, dave, project).item_id == abandoned.item_id
+    for user in (ann, bob, carl, dave, ann):
+        task = service.next_task(db, user, project)
+        assert task is None or task.id != abandoned.id
+        if task is not None:
+            assert task.item_id != abandoned.item_id or user is not ann
+            _label_all(db, user, task)
+    assert service.next_task(db, ann, project) is None  # never the released solution again
+    records = list(service.iter_export(db, project))
+    by_problem: dict[str, list[str]] = {}
+    for r in records:
+        by_problem.setdefault(r["question"]["problem"], []).append(r["labeler"])
+    problem = abandoned.item.source["question"]["problem"]
+    assert sorted(by_problem[problem]) == ["bob", "dave"]
+    assert sorted(len(v) for v in by_problem.values()) == [2, 2]
+    assert len({(r["labeler"], r["question"]["problem"]) for r in records}) == len(records) == 4
+    # The released ratings are kept in the database, counted on the dashboard, not exported.
+    assert db.query(StepLabel).filter(StepLabel.task_id == abandoned.id).count() == 1
+    stats = qc.project_stats(db, project)
+    assert stats["tasks"] == {"open": 0, "done": 4, "released": 1}
+    assert {r["labeller"]: r["tasks_released"] for r in stats["labellers"]}["ann"] == 1
+
+
+def test_released_task_refuses_ratings_and_finishing(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    _idle_since(db, task, 2)
+    assert len(service.release_stale_tasks(db, project, timedelta(hours=1))) == 1
+    with pytest.raises(service.Conflict, match="released"):
+        service.submit_step(db, ann, task.id, 1, [1, 1, 1], [False] * 3, _sid())
+    with pytest.raises(service.Conflict, match="released"):
+        service.finish_task(db, ann, task.id, "found_error")
+    view = service.view_task(db, ann, task.id)
+    assert view.task.status == "released" and view.position is None
+    assert db.query(StepLabel).count() == 1
+    assert list(service.iter_export(db, project)) == []
+    assert service.next_task(db, ann, project).item_id != task.item_id
+
+
+def test_release_keeps_fresh_tasks_other_labellers_tasks_and_gold_tasks(setup):
+    db, project, ann, bob, tmp_path = setup
+    service.import_queue(db, project, write_queue(tmp_path / "gold.jsonl",
+                                                  [phase1_record(7, rated=True, qc=True)]))
+    service.configure_project(db, "p1", gold_rate=0.5)
+    db.commit()
+    _label_all(db, ann, service.next_task(db, ann, project))
+    gold = service.next_task(db, ann, project)
+    assert gold.item.kind == "gold"
+    _idle_since(db, gold, 5)
+    bobs = service.next_task(db, bob, project)
+    _idle_since(db, bobs, 5)
+    assert service.release_stale_tasks(db, project, timedelta(hours=1), user="ann") == []
+    assert service.release_stale_tasks(db, project, timedelta(hours=6)) == []
+    with pytest.raises(service.NotFound, match="nobody"):
+        service.release_stale_tasks(db, project, timedelta(hours=1), user="nobody")
+    assert [t.id for t in service.release_stale_tasks(db, project, timedelta(hours=1))] == [bobs.id]
+    assert service.view_task(db, ann, gold.id).task.status == "open"
+
+
+def test_cli_release_prints_the_released_tasks_and_a_bad_project_exits_2(setup, db_url, capsys):
+    db, project, ann, bob, _ = setup
+    idle = service.next_task(db, ann, project)
+    _idle_since(db, idle, 3)
+    service.next_task(db, bob, project)
+    assert main(["label", "release", "--project", "p1", "--idle-hours", "1", "--user", "bob",
+                 "--db", db_url]) == 0
+    assert "released 0 open tasks of project 'p1'" in capsys.readouterr().out
+    assert main(["label", "release", "--project", "p1", "--idle-hours", "1.5",
+                 "--db", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "released 1 open tasks of project 'p1' idle for more than 1.5 h" in out
+    assert f"task {idle.id}\tann\titem {idle.item_id}" in out
+    db.expire_all()
+    assert service.view_task(db, ann, idle.id).task.status == "released"
+    db.rollback()  # end the read: SQLite takes the write lock at BEGIN
+    assert main(["label", "release", "--project", "nope", "--idle-hours", "1",
+                 "--db", db_url]) == 2
+    assert "no project 'nope'" in capsys.readouterr().err
+    assert main(["label", "release", "--project", "p1", "--idle-hours", "-1",
+                 "--db", db_url]) == 2
+    assert "idle hours must be a number >= 0" in capsys.readouterr().err

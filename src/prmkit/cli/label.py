@@ -1,5 +1,5 @@
-"""`prmkit label`: the step-labelling web app (serve), its queues (import, export) and
-accounts (users)."""
+"""`prmkit label`: the step-labelling web app (serve), its queues (import, export, release
+of idle tasks) and accounts (users)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     with _sessions(args)() as s:
         print(json.dumps(qc.project_stats(s, service.get_project(s, args.project))))
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from prmkit.labeling import service
+
+    with _sessions(args)() as s:
+        project = service.get_project(s, args.project)
+        tasks = service.release_stale_tasks(s, project, service.idle_hours(args.idle_hours),
+                                            user=args.user)
+        print(f"released {len(tasks)} open tasks of project {project.name!r} idle for more "
+              f"than {args.idle_hours:g} h")
+        for t in tasks:
+            print(f"task {t.id}\t{t.user.username}\titem {t.item_id}\t"
+                  f"last activity {service.last_activity(s, t):%Y-%m-%d %H:%M:%S} UTC")
     return 0
 
 
@@ -135,6 +150,17 @@ def register(subparsers) -> None:
     st = with_db(sub.add_parser("stats", help="quality-control figures of a project (JSON)"))
     st.add_argument("--project", required=True)
     st.set_defaults(func=cmd_stats)
+
+    r = with_db(sub.add_parser(
+        "release", help="free open tasks left idle, so other labellers get their solutions",
+        description="Release the project's open tasks taken or last rated more than "
+                    "--idle-hours ago: their solutions go to other labellers; the ratings "
+                    "already given stay in the database but are not exported."))
+    r.add_argument("--project", required=True)
+    r.add_argument("--idle-hours", type=float, required=True,
+                   help="release tasks with no rating for longer than this")
+    r.add_argument("--user", help="only this labeller's tasks")
+    r.set_defaults(func=cmd_release)
 
     u = with_db(sub.add_parser("users", help="list, add accounts or change a password"))
     u.add_argument("action", choices=["list", "add", "passwd"])

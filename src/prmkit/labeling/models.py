@@ -91,7 +91,7 @@ class Task(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16), default="open")  # open | done
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | done | released
     started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     finish_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)

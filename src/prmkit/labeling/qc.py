@@ -68,6 +68,9 @@ def project_stats(db: Session, project: Project) -> dict[str, Any]:
         Item.project_id == project.id).group_by(Item.kind)).all())
     task_counts = dict(db.execute(select(Task.status, func.count()).join(Item).where(
         Item.project_id == project.id).group_by(Task.status)).all())
+    released = dict(db.execute(select(User.username, func.count())
+                               .select_from(Task).join(Item).join(User).where(
+        Item.project_id == project.id, Task.status == "released").group_by(User.username)).all())
 
     # Ratings of regular items by unit (item, position, candidate) and labeller.
     units: dict[tuple[int, int, int], dict[str, int]] = defaultdict(dict)
@@ -105,6 +108,7 @@ def project_stats(db: Session, project: Project) -> dict[str, Any]:
         labellers.append({
             "labeller": name,
             "tasks_done": row["tasks_done"],
+            "tasks_released": released.get(name, 0),
             "ratings": row["ratings"],
             "flags": row["flags"],
             "gold_questions": row["gold_n"],
@@ -118,7 +122,7 @@ def project_stats(db: Session, project: Project) -> dict[str, Any]:
         "overlap": project.overlap,
         "gold_rate": project.gold_rate,
         "items": {kind: counts.get(kind, 0) for kind in ("task", "gold", "screening")},
-        "tasks": {status: task_counts.get(status, 0) for status in ("open", "done")},
+        "tasks": {status: task_counts.get(status, 0) for status in ("open", "done", "released")},
         "fleiss_kappa": fleiss_kappa([[r for r in u.values()] for u in units.values()]),
         "units_rated_by_several": sum(len(u) >= 2 for u in units.values()),
         "pairs": [{"a": a, "b": b, "kappa": k, "units": n} for (a, b), (k, n) in pairs.items()],

@@ -5,11 +5,12 @@ thin layers over these functions; each takes the session first and commits its o
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -279,7 +280,18 @@ def _kept(position: dict, label: StepLabel | None) -> dict:
 
 
 def view_task(db: Session, user: User, task_id: int) -> TaskView:
-    task = _task_for(db, user, task_id)
+    return _view(db, _task_for(db, user, task_id))
+
+
+def admin_view_task(db: Session, task_id: int) -> TaskView:
+    """Any labeller's task, for an admin's read-only page."""
+    task = db.get(Task, task_id)
+    if task is None:
+        raise NotFound(f"no task {task_id}")
+    return _view(db, task)
+
+
+def _view(db: Session, task: Task) -> TaskView:
     labels = _labels(db, task)
     positions = task.item.positions
     done = len(labels)
@@ -291,6 +303,14 @@ def view_task(db: Session, user: User, task_id: int) -> TaskView:
 
 def list_tasks(db: Session, user: User) -> list[Task]:
     return list(db.scalars(select(Task).where(Task.user_id == user.id).order_by(Task.id.desc())))
+
+
+def project_tasks(db: Session, project: Project, username: str | None = None) -> list[Task]:
+    """A project's tasks, newest first, of every labeller or of one."""
+    q = select(Task).join(Item, Task.item_id == Item.id).where(Item.project_id == project.id)
+    if username is not None:
+        q = q.join(User, Task.user_id == User.id).where(User.username == username)
+    return list(db.scalars(q.order_by(Task.id.desc())))
 
 
 def screening_status(db: Session, user: User, project: Project) -> dict[str, Any]:
@@ -360,7 +380,8 @@ def _next_task(db: Session, user: User, project: Project) -> Task | None:
         if int((done + 1) * project.gold_rate) > int(done * project.gold_rate):
             item = db.scalar(base.where(Item.kind == "gold").order_by(Item.id).limit(1))
     if item is None:
-        taken = (select(func.count()).select_from(Task).where(Task.item_id == Item.id)
+        taken = (select(func.count()).select_from(Task)
+                 .where(Task.item_id == Item.id, Task.status != "released")
                  .correlate(Item).scalar_subquery())
         q = base.where(Item.kind == "task", taken < project.overlap).order_by(Item.id).limit(1)
         if db.bind.dialect.name == "postgresql":
@@ -388,8 +409,7 @@ def submit_step(db: Session, user: User, task_id: int, position: int, ratings: l
             raise Conflict("this submission id was used for another step")
         db.commit()
         return earlier
-    if task.status != "open":
-        raise Conflict("this task is finished")
+    _check_open(task)
     positions = task.item.positions
     done = db.scalar(select(func.count()).select_from(StepLabel)
                      .where(StepLabel.task_id == task.id)) or 0
@@ -427,6 +447,14 @@ def submit_step(db: Session, user: User, task_id: int, position: int, ratings: l
     return label
 
 
+def _check_open(task: Task) -> None:
+    if task.status == "released":
+        raise Conflict(f"task {task.id} was released after it sat idle, and its solution went "
+                       "to another labeller; it takes no more ratings (take the next solution)")
+    if task.status != "open":
+        raise Conflict("this task is finished")
+
+
 def _finish(task: Task, reason: str, note: str | None) -> None:
     task.status, task.finish_reason, task.finish_note = "done", reason, note
     task.finished_at = utcnow()
@@ -448,6 +476,7 @@ def finish_task(db: Session, user: User, task_id: int, reason: str,
             raise Conflict(f"this task is already finished ({task.finish_reason})")
         db.commit()
         return task
+    _check_open(task)
     done = db.scalar(select(func.count()).select_from(StepLabel)
                      .where(StepLabel.task_id == task.id)) or 0
     if reason in ("found_error", "solution") and done == 0:
@@ -457,6 +486,54 @@ def finish_task(db: Session, user: User, task_id: int, reason: str,
     _finish(task, reason, note)
     db.commit()
     return task
+
+
+def last_activity(db: Session, task: Task) -> datetime:
+    """When the task was taken or last rated, whichever is later."""
+    last = db.scalar(select(func.max(StepLabel.created_at)).where(StepLabel.task_id == task.id))
+    return max(task.started_at, last) if last is not None else task.started_at
+
+
+def idle_hours(hours: float) -> timedelta:
+    """An idle time given in hours, checked."""
+    if not math.isfinite(hours) or hours < 0:
+        raise LabelingError(f"idle hours must be a number >= 0, got {hours}")
+    return timedelta(hours=hours)
+
+
+def release_stale_tasks(db: Session, project: Project, idle: timedelta,
+                        user: str | None = None) -> list[Task]:
+    """Release the project's open tasks (of one labeller, or of all) taken or last rated
+    more than `idle` ago: each becomes "released", stops counting toward the overlap, so
+    its solution goes to another labeller, and takes no more writes. The labeller never
+    gets that solution again; their ratings stay in the database but are not exported.
+    Gold and screening tasks are left alone (every labeller gets those anyway)."""
+    if idle < timedelta(0):
+        raise LabelingError(f"the idle time must not be negative, got {idle}")
+    cutoff = utcnow() - idle
+    q = (select(Task).join(Item, Task.item_id == Item.id)
+         .where(Item.project_id == project.id, Item.kind == "task", Task.status == "open",
+                Task.started_at < cutoff).order_by(Task.id)
+         .execution_options(populate_existing=True))
+    if user is not None:
+        owner = db.scalar(select(User).where(User.username == user))
+        if owner is None:
+            raise NotFound(f"no user {user!r}")
+        q = q.where(Task.user_id == owner.id)
+    if db.bind.dialect.name == "postgresql":
+        q = q.with_for_update(of=Task)  # a step being stored now finishes first
+    released = []
+    try:
+        for task in db.scalars(q).all():
+            # Read after the lock: a rating stored meanwhile counts as activity.
+            if last_activity(db, task) < cutoff:
+                task.status = "released"
+                released.append(task)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return released
 
 
 # --- export ---------------------------------------------------------------------------------
