@@ -52,11 +52,12 @@ def step_form(c: TestClient, task_id: int) -> dict:
 def test_pages_and_posts_need_an_account(app):
     c = client(app)
     for path in ("/", "/tasks", "/tasks/1", "/admin", "/admin/users",
-                 "/admin/projects/1/export", "/admin/projects/1/stats.json"):
+                 "/admin/projects/1/export", "/admin/projects/1/stats.json",
+                 "/admin/projects/1/tasks", "/admin/tasks/1"):
         r = c.get(path)
         assert r.status_code == 303 and r.headers["location"] == "/login", path
     for path in ("/projects/1/next", "/tasks/1/steps/0", "/tasks/1/finish", "/admin/users",
-                 "/logout"):
+                 "/admin/projects/1/release", "/logout"):
         assert c.post(path, data={"csrf_token": "x"}).status_code == 401, path
 
 
@@ -134,6 +135,11 @@ def test_a_labeller_gets_403_on_every_admin_page_and_post(app):
     assert r.status_code == 403
     r = c.post("/admin/projects", data={"csrf_token": csrf, "name": "p1", "overlap": "5"})
     assert r.status_code == 403
+    own = take_task(c, csrf)
+    r = c.post("/admin/projects/1/release", data={"csrf_token": csrf, "idle_hours": "0"})
+    assert r.status_code == 403
+    with app.state.sessionmaker() as db:
+        assert service.view_task(db, service.authenticate(db, "ann", PASSWORD), own).task.status == "open"
     with app.state.sessionmaker() as db:
         assert [u.username for u in service.list_users(db)] == ["root", "ann", "bob"]
         assert service.get_project(db, "p1").overlap == 1
@@ -220,3 +226,80 @@ def test_cli_users_import_export_and_malformed_queue(tmp_path, monkeypatch, caps
     assert main(["label", "users", "list", "--db", db]) == 0
     assert "zoe\tadmin" in capsys.readouterr().out
     assert main(["label", "users", "add", "--db", db]) == 2
+
+
+def test_a_labeller_cannot_open_the_admin_view_of_any_task(app):
+    ann, bob = client(app), client(app)
+    ann_csrf, bob_csrf = login(ann, "ann"), login(bob, "bob")
+    own, others = take_task(ann, ann_csrf), take_task(bob, bob_csrf)
+    for task in (own, others, 999):
+        r = ann.get(f"/admin/tasks/{task}")
+        assert r.status_code == 403 and "$x = " not in r.text, task
+    for path in ("/admin/projects/1/tasks", "/admin/projects/1/tasks?user=bob"):
+        r = ann.get(path)
+        assert r.status_code == 403 and f"/admin/tasks/{others}" not in r.text, path
+
+
+def test_admin_reads_a_labellers_task_with_ratings_flags_own_step_and_finish(app):
+    ann = client(app)
+    task = take_task(ann, login(ann, "ann"))
+    form = step_form(ann, task)
+    assert ann.post(form["action"], data=form["data"]).status_code == 303
+    form = step_form(ann, task)
+    form["data"].update({"rating_0": "-1", "rating_1": "-1", "rating_2": "-1", "flag_1": "1",
+                         "human_text": "Then $2x = 6$, by hand."})
+    assert ann.post(form["action"], data=form["data"]).status_code == 303
+    admin = client(app)
+    login(admin, "root")
+    page = admin.get(f"/admin/tasks/{task}")
+    assert page.status_code == 200
+    assert "Not finished yet" in page.text and ">open<" in page.text
+    r = ann.post(f"/tasks/{task}/finish", data={"csrf_token": form["data"]["csrf_token"],
+                                                "reason": "give_up", "note": "too tired"})
+    assert r.status_code == 303
+    # The dashboard links each labeller's tasks, which link the read-only page.
+    assert "/admin/projects/1/tasks?user=ann" in admin.get("/admin").text
+    listing = admin.get("/admin/projects/1/tasks?user=ann")
+    assert listing.status_code == 200 and f'href="/admin/tasks/{task}"' in listing.text
+    assert "/admin/tasks/" not in admin.get("/admin/projects/1/tasks?user=bob").text
+    page = admin.get(f"/admin/tasks/{task}").text
+    assert "If $x = 3$, what is $2x$?" in page and "<strong>ann</strong>" in page
+    step2 = page.split('id="position-1"')[1].split("</li>")[0]
+    assert step2.count("−1") == 3 and step2.count("flagged") == 1
+    assert "Then $2x = 6$, by hand." in step2
+    assert "not rated" in page.split('id="position-2"')[1]
+    assert 'id="finish-reason">give_up<' in page and "(too tired)" in page
+    assert re.search(r"after \d+(\.\d)? s\.", page)
+    assert "<form" not in page.split("<main>")[1]  # read only: nothing to post
+    assert admin.get("/admin/tasks/999").status_code == 404
+
+
+def test_admin_release_button_frees_idle_tasks_and_the_labellers_page_refuses_writes(app):
+    ann = client(app)
+    ann_csrf = login(ann, "ann")
+    task = take_task(ann, ann_csrf)
+    form = step_form(ann, task)
+    admin = client(app)
+    admin_csrf = login(admin, "root")
+    assert admin.post("/admin/projects/1/release", data={"idle_hours": "0"}).status_code == 403
+    r = admin.post("/admin/projects/1/release", data={"csrf_token": admin_csrf,
+                                                      "idle_hours": "nan"})
+    assert r.status_code == 400 and "idle hours" in r.text
+    r = admin.post("/admin/projects/1/release", data={"csrf_token": admin_csrf,
+                                                      "idle_hours": "0"})
+    assert r.status_code == 303
+    dashboard = admin.get(r.headers["location"]).text
+    assert f"released 1 open tasks of p1 idle for more than 0 h: #{task} (ann)" in dashboard
+    assert 'id="released-1">1<' in dashboard
+    r = ann.post(form["action"], data=form["data"])
+    assert r.status_code == 409 and "released" in r.text
+    r = ann.post(f"/tasks/{task}/finish", data={"csrf_token": ann_csrf, "reason": "give_up",
+                                                "note": "back"})
+    assert r.status_code == 409
+    page = ann.get(f"/tasks/{task}").text
+    assert 'id="released"' in page and 'id="step-form"' not in page
+    assert f'<a href="/tasks/{task}">#{task}</a></td><td>p1</td>\n<td>released</td>' in \
+        ann.get("/tasks").text
+    assert take_task(ann, ann_csrf) != task
+    with app.state.sessionmaker() as db:
+        assert db.query(StepLabel).count() == 0

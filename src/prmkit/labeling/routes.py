@@ -7,6 +7,7 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, HTTPException, Request, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -192,6 +193,33 @@ async def import_file(db: DbDep, cur: AdminPostDep, project_id: int, file: Uploa
             # Name the uploaded file, not the temporary copy.
             raise service.LabelingError(str(e).replace(str(path), name)) from None
     return _see_other(f"/admin?note=imported+{n}+solutions+into+{project.name}")
+
+
+@router.post("/admin/projects/{project_id}/release")
+def release(db: DbDep, cur: AdminPostDep, project_id: int, idle_hours: Annotated[float, Form()]):
+    project = _project(db, project_id)
+    tasks = service.release_stale_tasks(db, project, service.idle_hours(idle_hours))
+    note = (f"released {len(tasks)} open tasks of {project.name} idle for more than "
+            f"{idle_hours:g} h" + (": " + ", ".join(f"#{t.id} ({t.user.username})" for t in tasks)
+                                   if tasks else ""))
+    return _see_other("/admin?" + urlencode({"note": note}))
+
+
+@router.get("/admin/projects/{project_id}/tasks")
+def admin_project_tasks(request: Request, db: DbDep, cur: AdminDep, project_id: int,
+                  user: str | None = None):
+    project = _project(db, project_id)
+    return render(request, "admin_tasks.html", {
+        "project": project, "labeller": user,
+        "tasks": service.project_tasks(db, project, user)}, cur=cur)
+
+
+@router.get("/admin/tasks/{task_id}")
+def admin_task(request: Request, db: DbDep, cur: AdminDep, task_id: int):
+    view = service.admin_view_task(db, task_id)
+    return render(request, "admin_task.html", {
+        "view": view, "labels": {label.position: label for label in view.labels},
+        "last_activity": service.last_activity(db, view.task)}, cur=cur)
 
 
 @router.get("/admin/projects/{project_id}/export")
