@@ -4,3 +4,27 @@ from prmkit.cli import main
 def test_no_command_prints_help_and_fails(capsys):
     assert main([]) == 2
     assert "usage: prmkit" in capsys.readouterr().out
+
+
+def test_output_piped_into_head_ends_quietly_without_a_traceback(tmp_path):
+    # `prmkit select ... | head -n 1`: the reader closes the pipe long before the end
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    samples = tmp_path / "scored.jsonl"
+    with samples.open("w") as f:
+        for i in range(2000):  # ~500 KB of selections, far more than a pipe buffers
+            f.write(json.dumps({"problem": f"p{i} " + "x" * 200, "answer": str(i),
+                                "is_correct": True, "prm_score": 0.5}) + "\n")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("prmkit")), "select", "--input", str(samples),
+         "--score-key", "prm_score", "--grader", "exact"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert json.loads(first)["answer"] == "0"
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

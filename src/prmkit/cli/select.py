@@ -46,7 +46,7 @@ def cmd_select(args) -> int:
         with atomic_write(args.output) as f:
             f.writelines(lines)
     else:
-        sys.stdout.write(b"".join(lines).decode())
+        sys.stdout.buffer.writelines(lines)
     return 0
 
 
