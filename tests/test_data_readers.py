@@ -456,3 +456,15 @@ def test_every_real_prmbench_file_reads_without_skipping(shared_data):
     files = sorted((shared_data / "prmbench").glob("*.jsonl"))
     assert len(files) == 25
     assert sum(sum(1 for _ in read_records(f)) for f in files) == 6216
+
+
+def test_truncated_jsonl_line_error_gives_the_column_in_that_line_not_line_2(tmp_path):
+    # orjson counts the line's own newline: "unexpected end of data: line 2 column 1"
+    from prmkit.data.io import iter_jsonl
+
+    p = tmp_path / "cut.jsonl"
+    p.write_text('{"a": 1}\n{"a": 2\n')
+    with pytest.raises(DataError) as e:
+        list(iter_jsonl(p))
+    assert str(e.value).endswith("cut.jsonl:2: invalid JSON at column 8: unexpected end of data")
+    assert "line 2" not in str(e.value)

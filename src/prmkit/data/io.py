@@ -28,11 +28,21 @@ def iter_jsonl(path: str | os.PathLike, skip_bad: bool = False, bad: list | None
                 continue
             try:
                 yield lineno, orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
+            except orjson.JSONDecodeError:
                 if not skip_bad:
-                    raise DataError(str(path), lineno, None, f"invalid JSON ({e})") from None
+                    raise DataError(str(path), lineno, None, json_line_error(raw)) from None
                 if bad is not None:
-                    bad.append((lineno, f"invalid JSON ({e})"))
+                    bad.append((lineno, json_line_error(raw)))
+
+
+def json_line_error(raw: bytes) -> str:
+    """Why one JSONL line is not JSON, with the column in that line (orjson counts the
+    line's own newline as a second line)."""
+    try:
+        orjson.loads(raw.rstrip(b"\r\n"))
+    except orjson.JSONDecodeError as e:
+        return f"invalid JSON at column {e.colno}: {e.msg}"
+    return "invalid JSON"
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, UnsetType
 
-from prmkit.data.io import atomic_write, dumps_line
+from prmkit.data.io import atomic_write, dumps_line, json_line_error
 from prmkit.data.jsonstream import iter_json_values, sniff
 from prmkit.data.records import (
     LabelledSolution,
@@ -375,11 +375,11 @@ def _read_jsonl(path: str, skip_bad: bool, bad: list | None) -> Iterator[Labelle
                 continue
             try:
                 obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
+            except orjson.JSONDecodeError:
                 if not skip_bad:
-                    raise DataError(path, line, None, f"invalid JSON ({e})") from None
+                    raise DataError(path, line, None, json_line_error(raw)) from None
                 if bad is not None:
-                    bad.append((line, f"invalid JSON ({e})"))
+                    bad.append((line, json_line_error(raw)))
                 continue
             try:
                 yield _parse_dict(obj, path, line)
