@@ -19,6 +19,7 @@ def test_models_differing_only_in_middle_layers_have_different_fingerprints(tmp_
                                                                             monkeypatch):
     # LoRA on a few layers leaves the first and last MiB of the weight file unchanged
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("PRMKIT_CACHE", raising=False)
     tensors = {f"layer.{i:02d}": torch.zeros(256, 1024) for i in range(8)}  # 8 MiB
     a = _folder(tmp_path / "a", tensors)
     changed = dict(tensors, **{"layer.04": torch.full((256, 1024), 0.5)})
@@ -32,6 +33,7 @@ def test_models_differing_only_in_middle_layers_have_different_fingerprints(tmp_
 
 def test_rewritten_weights_are_hashed_again_not_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("PRMKIT_CACHE", raising=False)
     folder = _folder(tmp_path / "m", {"w": torch.zeros(64, 64)})
     before = folder_fingerprint(folder)
     assert (tmp_path / "cache" / "prmkit" / "sha256.json").is_file()

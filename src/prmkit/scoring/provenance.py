@@ -7,9 +7,10 @@ The fingerprint of a saved model folder digests the full sha256 of its config an
 files, not its path: a moved folder keeps its fingerprint, and two models that differ in
 any weight differ (LoRA on the top layers leaves the first and last MiB of a weight file
 unchanged, so a cheaper sampled hash would not tell them apart). A file's sha256 is kept
-in a cache (`~/.cache/prmkit/sha256.json`, keyed by path, size and mtime), so a multi-GB
-model is read once. A model given in memory is fingerprinted from its config and the
-first and last 1,024 values of every tensor.
+in a cache (`$PRMKIT_CACHE/sha256.json`, default `~/.cache/prmkit`, keyed by path, size
+and mtime: prmkit.models.digest_cache), so a multi-GB model is read once. A model given
+in memory is fingerprinted from its config and the first and last 1,024 values of every
+tensor.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
 
 from prmkit.errors import PrmkitError
+from prmkit.models.digest_cache import digest_cache_path, read_digests, update_digests
 
 _ENDS = 1024
 COMPARED = ("fingerprint", "aggregation", "max_length", "dtype")
@@ -32,31 +33,18 @@ def _short(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "prmkit" / "sha256.json"
-
-
 def file_sha256(path: Path) -> str:
     """The sha256 of a file, from the cache when its size and mtime are unchanged."""
     stat = path.stat()
     key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
-    cache_file = _cache_path()
-    try:
-        cache = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
-        cache = {}
-    entry = cache.get(key)
+    cache_file = digest_cache_path()
+    entry = read_digests(cache_file).get(key)
     if isinstance(entry, list) and entry[:2] == stamp:
         return entry[2]
     with open(path, "rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()
-    cache[key] = [*stamp, digest]
     try:  # a read-only home only costs a re-read next time
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache))
-        os.replace(tmp, cache_file)
+        update_digests(cache_file, {key: [*stamp, digest]})
     except OSError:
         pass
     return digest
