@@ -14,7 +14,7 @@ import sys
 from prmkit import __version__
 from prmkit.errors import PrmkitError
 
-COMMAND_MODULES = ["data", "grade", "train", "score", "export", "select", "eval", "generate", "search", "active",
+COMMAND_MODULES = ["data", "grade", "train", "score", "export", "select", "eval", "generate", "search", "active", "cache",
                    "label", "demo"]
 
 

@@ -14,6 +14,7 @@ written atomically, so a killed run never leaves a half-written entry behind.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -79,19 +80,33 @@ def cached(folder: Path, key: Any, kind: type[T], build: Callable[[], T]) -> T:
     path = folder / f"{digest(key)}.msgpack"
     state = PartialState()
     with state.main_process_first():
-        if path.is_file():
-            try:
-                value = msgspec.msgpack.decode(path.read_bytes(), type=kind)
-                log.info("read cached data from %s", path)
-                return value
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                log.warning("%s: unreadable cache entry (%s); rebuilding it", path, e)
+        value = _read_entry(path, kind)
+        if value is not None:
+            return value
         value = build()
         if state.is_main_process:
             folder.mkdir(parents=True, exist_ok=True)
             with atomic_write(path, "wb") as f:
                 f.write(msgspec.msgpack.encode(value, enc_hook=_encode))
         return value
+
+
+def _read_entry(path: Path, kind: type[T]) -> T | None:
+    """The entry at `path` (None when absent or unreadable), its mtime refreshed so that
+    `prmkit cache prune` removes the least recently used first. The file is read whole in
+    one go: one removed meanwhile by a prune is either read in full (POSIX keeps an open
+    file) or found missing and rebuilt."""
+    try:
+        value = msgspec.msgpack.decode(path.read_bytes(), type=kind)
+    except FileNotFoundError:
+        return None
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        log.warning("%s: unreadable cache entry (%s); rebuilding it", path, e)
+        return None
+    with contextlib.suppress(OSError):  # removed meanwhile, or a read-only cache
+        os.utime(path)
+    log.info("read cached data from %s", path)
+    return value
 
 
 @dataclasses.dataclass
