@@ -1,5 +1,5 @@
 """A whole labelling session in real Chromium (Playwright) against `prmkit label serve`:
-sign in, rate every step with the keyboard, finish, export as admin, read back with prmkit.
+sign in, rate every step with the keyboard (undoing one rating), finish, export as admin, read back with prmkit.
 
 PRMKIT_DOCS_SCREENSHOTS=1 also copies the screenshots into docs/images/.
 """
@@ -48,8 +48,9 @@ def _sign_in(page, url: str, name: str) -> None:
 
 
 def _session(tmp_path: Path, queue: Path, ratings_for, shots: dict[str, Path],
-             before_dashboard=None) -> Path:
-    """Label the queue's first solution in Chromium; returns the exported file."""
+             before_dashboard=None, undo_at: int | None = None) -> Path:
+    """Label the queue's first solution in Chromium; returns the exported file. At position
+    `undo_at` every candidate is first rated -1, submitted, and undone with the U key."""
     db = str(tmp_path / "labels.sqlite")
     _prepare(db, queue)
     server = LiveServer(db).start()
@@ -62,6 +63,15 @@ def _session(tmp_path: Path, queue: Path, ratings_for, shots: dict[str, Path],
                 page.click("#next-1")
             position = 0
             while page.locator("#step-form").count():
+                if position == undo_at:
+                    undo_at = None
+                    for _ in range(page.locator("fieldset.candidate").count()):
+                        page.keyboard.press(KEYS[-1])
+                    with page.expect_navigation():
+                        page.keyboard.press("Enter")
+                    with page.expect_navigation():
+                        page.keyboard.press("u")
+                    assert f"rating of step {position + 1} is undone" in page.inner_text("#undo-note")
                 assert page.locator("#problem .katex").count() > 0  # maths rendered, offline
                 n = page.locator("fieldset.candidate").count()
                 for r in ratings_for(position, n):
@@ -123,7 +133,8 @@ def test_a_phase1_solution_labelled_with_the_keyboard_in_chromium_exports_for_pr
     queue = write_queue(tmp_path / "queue.jsonl", [phase1_record(3), phase1_record(4)])
     shots = {"task": tmp_path / "labeling-task.png", "dashboard": tmp_path / "labeling-dashboard.png"}
     wanted = {0: [1], 1: [1, -1, 0], 2: [1]}
-    out = _session(tmp_path, queue, lambda pos, n: wanted[pos], dict(shots), _second_labeller)
+    out = _session(tmp_path, queue, lambda pos, n: wanted[pos], dict(shots), _second_labeller,
+                   undo_at=2)  # the last step: rated -1, undone with U, rated +1
     records = list(read_records(out))
     assert sorted(r.provenance.labeler for r in records) == ["ann", "bob", "bob", "bob"]
     (sol,) = [r for r in records if r.provenance.labeler == "ann"]

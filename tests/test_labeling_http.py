@@ -56,7 +56,8 @@ def test_pages_and_posts_need_an_account(app):
                  "/admin/projects/1/tasks", "/admin/tasks/1"):
         r = c.get(path)
         assert r.status_code == 303 and r.headers["location"] == "/login", path
-    for path in ("/projects/1/next", "/tasks/1/steps/0", "/tasks/1/finish", "/admin/users",
+    for path in ("/projects/1/next", "/tasks/1/steps/0", "/tasks/1/steps/0/undo",
+                 "/tasks/1/finish", "/admin/users",
                  "/admin/projects/1/release", "/logout"):
         assert c.post(path, data={"csrf_token": "x"}).status_code == 401, path
 
@@ -303,3 +304,60 @@ def test_admin_release_button_frees_idle_tasks_and_the_labellers_page_refuses_wr
     assert take_task(ann, ann_csrf) != task
     with app.state.sessionmaker() as db:
         assert db.query(StepLabel).count() == 0
+
+
+def undo_form(c: TestClient, task_id: int) -> dict:
+    page = c.get(f"/tasks/{task_id}").text
+    action = re.search(r'action="(/tasks/\d+/steps/\d+/undo)"', page).group(1)
+    return {"action": action, "data": {"csrf_token": hidden(page, "csrf_token"),
+                                       "undo_submission_id": hidden(page, "undo_submission_id")}}
+
+
+def test_undo_form_posted_twice_withdraws_one_rating_and_the_step_is_rated_again(app):
+    c = client(app)
+    task = take_task(c, login(c, "ann"))
+    first = step_form(c, task)
+    assert c.post(first["action"], data=first["data"]).status_code == 303
+    second = step_form(c, task)
+    assert c.post(second["action"], data=second["data"]).status_code == 303
+    undo = undo_form(c, task)
+    assert undo["action"] == f"/tasks/{task}/steps/1/undo"
+    r1, r2 = c.post(undo["action"], data=undo["data"]), c.post(undo["action"], data=undo["data"])
+    assert r1.status_code == r2.status_code == 303
+    assert "undo=already" in r2.headers["location"]
+    page = c.get(r1.headers["location"]).text
+    assert "Your rating of step 2 is undone" in page
+    assert f'action="/tasks/{task}/steps/1"' in page  # step 2 to rate again
+    assert f'action="/tasks/{task}/steps/0/undo"' in page  # step 1 is now the last rating
+    r = c.post(second["action"], data=second["data"])  # the withdrawn form, replayed
+    assert r.status_code == 409 and "undone" in r.text
+    again = step_form(c, task)
+    again["data"].update({"rating_0": "0", "rating_1": "-1", "rating_2": "0"})
+    assert c.post(again["action"], data=again["data"]).status_code == 303
+    assert c.post(undo["action"], data=undo["data"]).status_code == 303  # stale undo: no-op
+    with app.state.sessionmaker() as db:
+        assert [lab.ratings for lab in db.query(StepLabel).order_by(StepLabel.position)] == \
+            [[1], [0, -1, 0]]
+
+
+def test_a_labeller_cannot_undo_another_labellers_rating_nor_without_the_csrf_token(app):
+    ann, bob = client(app), client(app)
+    ann_csrf, bob_csrf = login(ann, "ann"), login(bob, "bob")
+    task = take_task(ann, ann_csrf)
+    form = step_form(ann, task)
+    assert ann.post(form["action"], data=form["data"]).status_code == 303
+    undo = undo_form(ann, task)
+    r = bob.post(undo["action"], data={**undo["data"], "csrf_token": bob_csrf})
+    assert r.status_code == 404
+    assert ann.post(undo["action"], data={"undo_submission_id": form["data"]["submission_id"]}
+                    ).status_code == 403
+    assert ann.post(undo["action"], data={**undo["data"], "csrf_token": bob_csrf}).status_code == 403
+    r = ann.post(undo["action"], data={**undo["data"], "undo_submission_id": "forged"})
+    assert r.status_code == 409 and "only your last rating" in r.text
+    with app.state.sessionmaker() as db:
+        assert db.query(StepLabel).count() == 1
+    assert ann.post(f"/tasks/{task}/finish", data={"csrf_token": ann_csrf, "reason": "give_up",
+                                                   "note": "enough"}).status_code == 303
+    assert 'id="undo-form"' not in ann.get(f"/tasks/{task}").text
+    r = ann.post(undo["action"], data=undo["data"])
+    assert r.status_code == 409 and "finished" in r.text

@@ -439,3 +439,119 @@ def test_cli_release_prints_the_released_tasks_and_a_bad_project_exits_2(setup, 
     assert main(["label", "release", "--project", "p1", "--idle-hours", "-1",
                  "--db", db_url]) == 2
     assert "idle hours must be a number >= 0" in capsys.readouterr().err
+
+
+# --- undoing the last rating ------------------------------------------------------------------
+
+
+def test_undone_last_rating_is_rated_again_and_exported_once_with_the_new_rating(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    first = _sid()
+    service.submit_step(db, ann, task.id, 1, [-1, -1, -1], [True, False, False], first, "Mine.")
+    withdrawn = service.undo_step(db, ann, task.id, 1, first)
+    assert withdrawn.ratings == [-1, -1, -1] and withdrawn.human_text == "Mine."
+    view = service.view_task(db, ann, task.id)
+    assert view.position == 1 and [lab.position for lab in view.labels] == [0]
+    service.submit_step(db, ann, task.id, 1, [1, -1, 0], [False] * 3, _sid())
+    service.submit_step(db, ann, task.id, 2, [1], [False], _sid())
+    service.finish_task(db, ann, task.id, "solution")
+    (record,) = service.iter_export(db, project)
+    steps = record["label"]["steps"]
+    assert [[c["rating"] for c in s["completions"]] for s in steps] == [[1], [1, -1, 0], [1]]
+    assert steps[1]["human_completion"] is None and steps[1]["chosen_completion"] == 0
+    assert db.query(StepLabel).count() == 3
+
+
+def test_double_submitted_undo_withdraws_one_rating(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
+    sid = _sid()
+    service.submit_step(db, ann, task.id, 1, [1, 1, 1], [False] * 3, sid)
+    assert service.undo_step(db, ann, task.id, 1, sid) is not None
+    assert service.undo_step(db, ann, task.id, 1, sid) is None  # the same undo: no-op
+    assert [lab.position for lab in service.view_task(db, ann, task.id).labels] == [0]
+    # Replayed after the step was rated again, it leaves the new rating alone.
+    service.submit_step(db, ann, task.id, 1, [0, 0, 0], [False] * 3, _sid())
+    assert service.undo_step(db, ann, task.id, 1, sid) is None
+    assert [lab.ratings for lab in service.view_task(db, ann, task.id).labels] == [[1], [0, 0, 0]]
+
+
+def test_replayed_submission_of_an_undone_rating_is_refused_not_stored_again(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    sid = _sid()
+    service.submit_step(db, ann, task.id, 0, [-1], [False], sid)
+    service.undo_step(db, ann, task.id, 0, sid)
+    with pytest.raises(service.Conflict, match="undone"):
+        service.submit_step(db, ann, task.id, 0, [-1], [False], sid)
+    assert db.query(StepLabel).count() == 0
+    assert service.view_task(db, ann, task.id).position == 0
+
+
+def test_only_the_last_rating_can_be_undone(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    with pytest.raises(service.Conflict, match="nothing to undo"):
+        service.undo_step(db, ann, task.id, 0, _sid())
+    earlier, last = _sid(), _sid()
+    service.submit_step(db, ann, task.id, 0, [1], [False], earlier)
+    service.submit_step(db, ann, task.id, 1, [1, 1, 1], [False] * 3, last)
+    with pytest.raises(service.Conflict, match="only your last rating"):
+        service.undo_step(db, ann, task.id, 0, earlier)
+    with pytest.raises(service.Conflict, match="only your last rating"):
+        service.undo_step(db, ann, task.id, 1, earlier)  # a position and an id that disagree
+    assert db.query(StepLabel).count() == 2
+
+
+def test_finished_released_and_other_labellers_tasks_refuse_undo(setup):
+    db, project, ann, bob, _ = setup
+    task = service.next_task(db, ann, project)
+    sid = _sid()
+    service.submit_step(db, ann, task.id, 0, [1], [False], sid)
+    with pytest.raises(service.NotFound):
+        service.undo_step(db, bob, task.id, 0, sid)
+    service.finish_task(db, ann, task.id, "found_error")
+    with pytest.raises(service.Conflict, match="finished"):
+        service.undo_step(db, ann, task.id, 0, sid)
+    other = service.next_task(db, ann, project)
+    sid = _sid()
+    service.submit_step(db, ann, other.id, 0, [1], [False], sid)
+    _idle_since(db, other, 2)
+    assert len(service.release_stale_tasks(db, project, timedelta(hours=1))) == 1
+    with pytest.raises(service.Conflict, match="released"):
+        service.undo_step(db, ann, other.id, 0, sid)
+    assert db.query(StepLabel).count() == 2
+    assert len(list(service.iter_export(db, project))) == 1
+
+
+def test_phase2_minus_one_that_ended_the_task_cannot_be_undone(sessions, tmp_path):
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    project = service.configure_project(db, "p2", phase=2)
+    db.commit()
+    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(1)]))
+    task = service.next_task(db, ann, project)
+    sid = _sid()
+    service.submit_step(db, ann, task.id, 0, [1], [False], sid)
+    service.undo_step(db, ann, task.id, 0, sid)  # open: a +1 may be undone
+    wrong = _sid()
+    service.submit_step(db, ann, task.id, 0, [-1], [False], wrong)
+    with pytest.raises(service.Conflict, match="finished"):
+        service.undo_step(db, ann, task.id, 0, wrong)
+    (record,) = service.iter_export(db, project)
+    assert record["label"]["finish_reason"] == "found_error"
+    assert [s["completions"][0]["rating"] for s in record["label"]["steps"]] == [-1]
+    db.close()
+
+
+def test_an_undo_counts_as_activity_for_idle_release(setup):
+    db, project, ann, _, _ = setup
+    task = service.next_task(db, ann, project)
+    sid = _sid()
+    service.submit_step(db, ann, task.id, 0, [1], [False], sid)
+    _idle_since(db, task, 3)
+    service.undo_step(db, ann, task.id, 0, sid)
+    assert service.release_stale_tasks(db, project, timedelta(hours=1)) == []

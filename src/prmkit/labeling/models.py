@@ -120,3 +120,23 @@ class StepLabel(Base):
     human_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     submission_id: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class WithdrawnLabel(Base):
+    """A step label its labeller undid while the task was open, moved out of step_labels.
+
+    Kept so that a late replay of the withdrawn form (its submission id) is refused rather
+    than stored again, and so that a repeated undo is a no-op.
+    """
+
+    __tablename__ = "withdrawn_labels"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    ratings: Mapped[list[int]] = mapped_column(JSON)
+    flags: Mapped[list[bool]] = mapped_column(JSON)
+    human_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    submission_id: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    withdrawn_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -107,11 +107,12 @@ def take_next(db: DbDep, cur: PostDep, project_id: int):
 
 
 @router.get("/tasks/{task_id}")
-def task_page(request: Request, db: DbDep, cur: CurrentDep, task_id: int):
+def task_page(request: Request, db: DbDep, cur: CurrentDep, task_id: int,
+              undo: str | None = None, step: int | None = None):
     view = service.view_task(db, cur.user, task_id)
     return render(request, "label.html", {
         "view": view, "submission_id": uuid.uuid4().hex, "finish_reasons": FINISH_REASONS,
-        "note_reasons": service.NOTE_REASONS}, cur=cur)
+        "note_reasons": service.NOTE_REASONS, "undo": undo, "undo_step": step}, cur=cur)
 
 
 _RATING = re.compile(r"^rating_(\d+)$")
@@ -137,6 +138,15 @@ async def rate_step(request: Request, db: DbDep, cur: PostDep, task_id: int, pos
                         str(form.get("submission_id") or ""),
                         human if isinstance(human, str) else None)
     return _see_other(f"/tasks/{task_id}")
+
+
+@router.post("/tasks/{task_id}/steps/{position}/undo")
+def undo_step(db: DbDep, cur: PostDep, task_id: int, position: int,
+              undo_submission_id: Annotated[str, Form()] = ""):
+    """Withdraw the rating whose submission id the form carries (the last one)."""
+    withdrawn = service.undo_step(db, cur.user, task_id, position, undo_submission_id)
+    undo = "done" if withdrawn is not None else "already"
+    return _see_other(f"/tasks/{task_id}?" + urlencode({"undo": undo, "step": position + 1}))
 
 
 @router.post("/tasks/{task_id}/finish")

@@ -32,6 +32,7 @@ from prmkit.labeling.models import (
     StepLabel,
     Task,
     User,
+    WithdrawnLabel,
     utcnow,
 )
 
@@ -398,7 +399,8 @@ def _next_task(db: Session, user: User, project: Project) -> Task | None:
 def submit_step(db: Session, user: User, task_id: int, position: int, ratings: list[int],
                 flags: list[bool], submission_id: str, human_text: str | None = None) -> StepLabel:
     """Store one position's ratings. Idempotent: the same submission id returns the stored
-    label; another submission for a rated position is a Conflict. In phase 2 a -1 ends the
+    label (or, once that label was undone, is a Conflict); another submission for a rated
+    position is a Conflict. In phase 2 a -1 ends the
     task (found_error) and the last position rated without one ends it as a solution."""
     if not submission_id or len(submission_id) > 64:
         raise LabelingError("a submission id (at most 64 characters) is required")
@@ -409,6 +411,9 @@ def submit_step(db: Session, user: User, task_id: int, position: int, ratings: l
             raise Conflict("this submission id was used for another step")
         db.commit()
         return earlier
+    if _withdrawn(db, submission_id) is not None:
+        raise Conflict(f"this rating of step {position + 1} was undone; rate the step again "
+                       "from the task page")
     _check_open(task)
     positions = task.item.positions
     done = db.scalar(select(func.count()).select_from(StepLabel)
@@ -445,6 +450,43 @@ def submit_step(db: Session, user: User, task_id: int, position: int, ratings: l
         _finish(task, "solution", None)
     db.commit()
     return label
+
+
+def _withdrawn(db: Session, submission_id: str) -> WithdrawnLabel | None:
+    return db.scalar(select(WithdrawnLabel).where(WithdrawnLabel.submission_id == submission_id))
+
+
+def undo_step(db: Session, user: User, task_id: int, position: int,
+              submission_id: str) -> WithdrawnLabel | None:
+    """Withdraw the labeller's last rating of an open task, named by its position and its
+    submission id, so the step is shown and rated again (with a new submission id).
+
+    Idempotent: an undo of a rating already withdrawn returns None and changes nothing, so a
+    double-submitted or replayed undo never withdraws the rating given after it. An undo of
+    any other rating is a Conflict; finished and released tasks refuse it (phase 2 finishes
+    a task at its first -1 or last rating, so those cannot be undone)."""
+    task = _task_for(db, user, task_id, lock=db.bind.dialect.name == "postgresql")
+    _check_open(task)
+    gone = _withdrawn(db, submission_id)
+    if gone is not None and gone.task_id == task.id and gone.position == position:
+        db.commit()
+        return None
+    last = db.scalar(select(StepLabel).where(StepLabel.task_id == task.id)
+                     .order_by(StepLabel.position.desc()).limit(1))
+    if last is None:
+        raise Conflict("no step of this task is rated; there is nothing to undo")
+    if last.position != position or last.submission_id != submission_id:
+        raise Conflict(f"only your last rating (step {last.position + 1}) can be undone, "
+                       f"not this rating of step {position + 1}")
+    withdrawn = WithdrawnLabel(task_id=task.id, position=last.position, ratings=last.ratings,
+                               flags=last.flags, human_text=last.human_text,
+                               submission_id=last.submission_id, created_at=last.created_at,
+                               withdrawn_at=utcnow())
+    db.delete(last)
+    db.flush()  # the label leaves step_labels before its submission id moves
+    db.add(withdrawn)
+    db.commit()
+    return withdrawn
 
 
 def _check_open(task: Task) -> None:
@@ -489,9 +531,12 @@ def finish_task(db: Session, user: User, task_id: int, reason: str,
 
 
 def last_activity(db: Session, task: Task) -> datetime:
-    """When the task was taken or last rated, whichever is later."""
-    last = db.scalar(select(func.max(StepLabel.created_at)).where(StepLabel.task_id == task.id))
-    return max(task.started_at, last) if last is not None else task.started_at
+    """When the task was taken, last rated or last had a rating undone, whichever is later."""
+    times = [task.started_at,
+             db.scalar(select(func.max(StepLabel.created_at)).where(StepLabel.task_id == task.id)),
+             db.scalar(select(func.max(WithdrawnLabel.withdrawn_at))
+                       .where(WithdrawnLabel.task_id == task.id))]
+    return max(t for t in times if t is not None)
 
 
 def idle_hours(hours: float) -> timedelta:

@@ -89,6 +89,7 @@
       "e": function () { finish("found_error"); },
       "b": function () { finish("bad_problem"); },
       "g": function () { finish("give_up"); },
+      "u": function () { var u = document.getElementById("undo-form"); if (u) u.requestSubmit(); },
       "n": function () { var b = document.getElementById("next-task"); if (b) b.click(); },
     };
     if (actions[key]) { ev.preventDefault(); actions[key](); }
