@@ -103,7 +103,8 @@ class Task(Base):
 
 
 class StepLabel(Base):
-    """The ratings of one step position by one labeller: written once.
+    """The ratings of one step position by one labeller: written once (the labeller's last
+    one may be withdrawn into `withdrawn_labels` while the task is open).
 
     The unique (task, position) pair and the client's submission id make a repeated or
     double-submitted form land once.
