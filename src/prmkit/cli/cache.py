@@ -50,8 +50,9 @@ def cmd_prune(args) -> int:
         print(f"{verb} {f.path}  {human_size(f.bytes)}  last used {_when(f.last_use)}")
     for path in report.dropped_digests:
         print(f"{verb} the sha256 cache entry of missing {path}")
-    print(f"{verb} {len(report.removed)} files or folders and {len(report.dropped_digests)} "
-          f"sha256 entries: {human_size(report.freed_bytes)} "
+    n, d = len(report.removed), len(report.dropped_digests)
+    print(f"{verb} {n} file{'s' * (n != 1)} or folder{'s' * (n != 1)} and {d} sha256 "
+          f"entr{'ies' if d != 1 else 'y'}: {human_size(report.freed_bytes)} "
           f"{'would be ' if report.dry_run else ''}freed")
     return 0
 
