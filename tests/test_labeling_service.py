@@ -555,3 +555,40 @@ def test_an_undo_counts_as_activity_for_idle_release(setup):
     _idle_since(db, task, 3)
     service.undo_step(db, ann, task.id, 0, sid)
     assert service.release_stale_tasks(db, project, timedelta(hours=1)) == []
+
+
+def test_sixteen_labellers_taking_tasks_at_once_never_exceed_the_overlap(sessions, tmp_path):
+    """On PostgreSQL a task query could lock an item just after another labeller took it,
+    counting that labeller's task in an older snapshot: a third labeller at overlap 2."""
+    import threading
+    from collections import Counter
+
+    from prmkit.labeling.models import Task
+
+    with sessions() as db:
+        users = [service.create_user(db, f"u{i}", "password-x") for i in range(16)]
+        projects = [service.configure_project(db, f"p{k}", overlap=2) for k in range(3)]
+        db.commit()
+        for k, project in enumerate(projects):
+            service.import_queue(db, project, write_queue(
+                tmp_path / f"q{k}.jsonl", [phase1_record(i) for i in range(30)]))
+    errors = []
+
+    def take_all(user, project):
+        try:
+            with sessions() as db:
+                while (task := service.next_task(db, user, project)) is not None:
+                    service.finish_task(db, user, task.id, "give_up", "load")
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    for project in projects:  # three rounds: the race is a matter of timing
+        threads = [threading.Thread(target=take_all, args=(u, project)) for u in users]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]
+    with sessions() as db:
+        per_item = Counter(db.scalars(select(Task.item_id)))
+    assert len(per_item) == 90 and set(per_item.values()) == {2}

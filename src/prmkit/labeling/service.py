@@ -385,15 +385,34 @@ def _next_task(db: Session, user: User, project: Project) -> Task | None:
                  .where(Task.item_id == Item.id, Task.status != "released")
                  .correlate(Item).scalar_subquery())
         q = base.where(Item.kind == "task", taken < project.overlap).order_by(Item.id).limit(1)
-        if db.bind.dialect.name == "postgresql":
-            q = q.with_for_update(skip_locked=True, of=Item)
-        item = db.scalar(q)
+        if db.bind.dialect.name != "postgresql":
+            item = db.scalar(q)  # SQLite: BEGIN IMMEDIATE already serialises the writers
+        else:
+            item = _lock_item_with_room(db, q.with_for_update(skip_locked=True, of=Item),
+                                        project.overlap)
     if item is None:
         return None
     task = Task(item_id=item.id, user_id=user.id, status="open", started_at=utcnow())
     db.add(task)
     db.commit()
     return task
+
+
+def _lock_item_with_room(db: Session, q, overlap: int) -> Item | None:
+    """PostgreSQL: the first item of `q`, locked, that still has fewer than `overlap` tasks.
+    `q` counts tasks in the snapshot its statement started with, so it can lock an item
+    just after another labeller's transaction took it and committed, without seeing that
+    task; a second statement, run while holding the lock, sees it."""
+    full: list[int] = []
+    while True:
+        item = db.scalar(q.where(Item.id.not_in(full)) if full else q)
+        if item is None:
+            return None
+        n = db.scalar(select(func.count()).select_from(Task).where(
+            Task.item_id == item.id, Task.status != "released")) or 0
+        if n < overlap:
+            return item
+        full.append(item.id)
 
 
 def submit_step(db: Session, user: User, task_id: int, position: int, ratings: list[int],
