@@ -176,6 +176,7 @@ def test_rows_entry_removed_between_listing_and_reading_is_rebuilt(cache, monkey
 
 @pytest.mark.parametrize("argv, message", [
     (["prune", "--older-than", "-1"], "days >= 0"),
+    (["prune", "--older-than", "nan"], "days >= 0"),
     (["prune", "--max-size", "5 gigs"], "5GB, 500MB"),
     (["list", "--cache-dir", "{missing}"], "no such cache folder"),
     (["prune", "--cache-dir", "{missing}", "--dry-run"], "no such cache folder"),

@@ -141,7 +141,7 @@ def prune_cache(root: str | os.PathLike | None = None, older_than: float | None 
     the rows cache holds at most `max_bytes`; temporary files older than a day; digests of
     missing files; and with `backbones` every converted backbone. dry_run removes nothing
     and reports the same."""
-    if older_than is not None and older_than < 0:
+    if older_than is not None and not older_than >= 0:  # negative or nan
         raise PrmkitError(f"older than {older_than} days: give a number of days >= 0")
     if max_bytes is not None and max_bytes < 0:
         raise PrmkitError(f"max size {max_bytes} bytes: give a size >= 0")
