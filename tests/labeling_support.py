@@ -7,6 +7,7 @@ Test modules import the fixtures they use from here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -75,6 +76,13 @@ def _as_postgres() -> list[str]:
 
 @pytest.fixture(scope="session")
 def postgres_cluster():
+    """A PostgreSQL 15 cluster for the test session (see `postgres_server`)."""
+    with postgres_server() as socket_dir:
+        yield socket_dir
+
+
+@contextlib.contextmanager
+def postgres_server():
     """A PostgreSQL 15 cluster in a temporary directory, listening only on a unix socket
     there; yields the socket directory and stops the server at the end."""
     base = Path(tempfile.mkdtemp(prefix="prmkit-pg-"))
@@ -212,16 +220,17 @@ def _retrying(call, deadline: float):
 
 
 def run_load(workdir: Path, labellers: int = 20, items: int = 20, overlap: int = 2,
-             kill_after: int | None = 30) -> dict:
+             kill_after: int | None = 30, db: str | None = None) -> dict:
     """`labellers` clients label a phase-1 queue at once over HTTP (each task seen by
     `overlap` of them); once `kill_after` steps are stored the server is SIGKILLed and
     started again, and clients retry with the same submission ids; each client submits its
-    first step form twice. Returns the figures and what was submitted and exported."""
+    first step form twice. `db`: an empty database's URL (default: a SQLite file in
+    `workdir`). Returns the figures and what was submitted and exported."""
     import threading
 
     from prmkit.labeling import create_app, service
 
-    db = str(workdir / "load.sqlite")
+    db = db or str(workdir / "load.sqlite")
     app = create_app(db)
     with app.state.sessionmaker() as s:
         service.create_user(s, "admin", PASSWORD, "admin")
