@@ -28,7 +28,7 @@ from prmkit.data.prm800k import to_dict
 from prmkit.data.stats import file_stats
 from prmkit.errors import DataError
 from prmkit.labeling import qc, service
-from prmkit.labeling.models import Base, Item, StepLabel, utcnow
+from prmkit.labeling.models import Base, Item, StepLabel, User, utcnow
 
 
 def _sid() -> str:
@@ -64,6 +64,44 @@ def test_migrations_give_exactly_the_schema_of_the_models(sessions):
     with sessions() as db:
         diff = compare_metadata(MigrationContext.configure(db.connection()), Base.metadata)
     assert diff == []
+
+
+def test_database_of_the_first_schema_upgrades_to_head_and_keeps_its_labels(db_url, tmp_path):
+    # a lab's database made before withdrawn_labels existed: `label serve` upgrades it
+    from alembic import command
+    from alembic.config import Config
+
+    from prmkit.labeling import db as dbmod
+
+    engine = dbmod.make_engine(db_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(dbmod.MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    make = dbmod.make_sessionmaker(engine)
+    with make() as db:
+        ann = service.create_user(db, "ann", "password-a")
+        project = service.configure_project(db, "p1", phase=2)
+        db.commit()
+        service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(3)]))
+        task = service.next_task(db, ann, project)
+        # a rating stored by the first schema's app (today's submit_step reads the new table)
+        db.add(StepLabel(task_id=task.id, position=0, ratings=[1], flags=[False],
+                         submission_id=_sid()))
+        db.commit()
+        task_id = task.id
+    dbmod.migrate(engine)
+    with make() as db:
+        diff = compare_metadata(MigrationContext.configure(db.connection()), Base.metadata)
+        assert diff == []
+        ann = db.scalar(select(User).where(User.username == "ann"))
+        assert [lb.position for lb in service.view_task(db, ann, task_id).labels] == [0]
+        sid = _sid()
+        service.submit_step(db, ann, task_id, 1, [1], [False], sid)
+        assert service.undo_step(db, ann, task_id, 1, sid) is not None  # the new table works
+        assert service.view_task(db, ann, task_id).position == 1
+    engine.dispose()
 
 
 def test_phase1_labels_export_to_raw_prm800k_that_prmkit_reads_back(setup):
