@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import logging
 import sys
 
 DEFAULT_DB = "labels.sqlite"
@@ -19,16 +20,42 @@ def _sessions(args: argparse.Namespace):
     return db.make_sessionmaker(engine)
 
 
+def _release_idle(hours: float | None):
+    from prmkit.labeling import service
+
+    if hours is None:
+        return None
+    if hours == 0:
+        raise service.LabelingError("--release-idle-hours must be more than 0 (0 would release "
+                                    "every task as soon as it is taken)")
+    try:
+        return service.idle_hours(hours)
+    except service.LabelingError as e:
+        raise service.LabelingError(f"--release-idle-hours: {e}") from None
+
+
+def _log_to_stderr(level: str) -> None:
+    """Show the app's own log lines (idle tasks released) beside uvicorn's."""
+    log = logging.getLogger("prmkit.labeling")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(getattr(logging, level.upper(), logging.DEBUG))  # uvicorn's "trace": debug
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    release_idle = _release_idle(args.release_idle_hours)  # refused before anything starts
     import uvicorn
 
     from prmkit.labeling import create_app, service
 
-    app = create_app(args.db, secure_cookies=args.secure_cookies)
+    app = create_app(args.db, secure_cookies=args.secure_cookies, release_idle=release_idle)
     with app.state.sessionmaker() as s:
         if not any(u.role == "admin" for u in service.list_users(s)):
             print(f"prmkit: note: no admin yet; create one with "
                   f"`prmkit label users add NAME --role admin --db {args.db}`", file=sys.stderr)
+    _log_to_stderr(args.log_level)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -126,6 +153,9 @@ def register(subparsers) -> None:
     s.add_argument("--secure-cookies", action="store_true",
                    help="mark cookies Secure (behind an HTTPS proxy)")
     s.add_argument("--log-level", default="info")
+    s.add_argument("--release-idle-hours", type=float, metavar="H",
+                   help="while serving, release open tasks idle for more than H hours, as "
+                        "`prmkit label release` does, for every project (default: never)")
     s.set_defaults(func=cmd_serve)
 
     i = with_db(sub.add_parser("import", help="add a PRM800K-format queue to a project"))

@@ -3,12 +3,18 @@
 Every state-changing request is a POST that carries the session's CSRF token (form field
 `csrf_token` or header `X-CSRF-Token`); the login form uses a double-submit cookie. A
 labeller reaches only their own tasks (others' answer 404) and no admin page (403).
+With `release_idle`, a background task releases every project's idle tasks while it runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
@@ -16,7 +22,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from prmkit.errors import DataError
 from prmkit.labeling import db as dbmod
@@ -24,6 +30,7 @@ from prmkit.labeling import security, service
 from prmkit.labeling.models import User
 
 HERE = Path(__file__).parent
+log = logging.getLogger("prmkit.labeling")
 SESSION_COOKIE = "prmkit_session"
 LOGIN_COOKIE = "prmkit_login_csrf"
 CSP = ("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -82,13 +89,78 @@ AdminDep = Annotated[Current, Depends(admin_user)]
 AdminPostDep = Annotated[Current, Depends(admin_post)]
 
 
-def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = False) -> FastAPI:
-    """The app over a database (a SQLite path or URL, or postgresql://...), migrated first."""
+def release_idle_tasks(sessions: sessionmaker, idle: timedelta) -> dict[str, int]:
+    """One round: release every project's tasks idle for more than `idle` (blocking)."""
+    with sessions() as db:
+        return {p.name: len(service.release_stale_tasks(db, p, idle))
+                for p in service.list_projects(db)}
+
+
+async def release_idle_forever(sessions: sessionmaker, idle: timedelta, every: float) -> None:
+    """A round at once, then one every `every` seconds, each in a worker thread. A failing round
+    is logged and the next one runs; cancelled, it lets the round under way finish first."""
+    while True:
+        work = asyncio.ensure_future(asyncio.to_thread(release_idle_tasks, sessions, idle))
+        try:
+            released = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await asyncio.gather(work, return_exceptions=True)
+            raise
+        except Exception:
+            log.exception("releasing idle tasks failed; next try in %g s", every)
+        else:
+            for project, n in released.items():
+                log.log(logging.INFO if n else logging.DEBUG,
+                        "released %d open tasks of project %r idle for more than %g h",
+                        n, project, idle.total_seconds() / 3600)
+        await asyncio.sleep(every)
+
+
+def default_release_every(idle: timedelta) -> float:
+    """Seconds between release rounds: a quarter of the idle time, within 1 s to 10 min."""
+    return max(1.0, min(idle.total_seconds() / 4, 600.0))
+
+
+def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = False,
+               release_idle: timedelta | None = None,
+               release_every: float | None = None) -> FastAPI:
+    """The app over a database (a SQLite path or URL, or postgresql://...), migrated first.
+
+    With `release_idle`, open tasks idle for longer are released while the app runs, a
+    round every `release_every` seconds (default `default_release_every(release_idle)`)."""
+    if release_idle is not None and release_idle <= timedelta(0):
+        raise service.LabelingError(f"the idle time for releasing tasks must be positive, "
+                                    f"got {release_idle}")
+    if release_every is not None and not (math.isfinite(release_every) and release_every > 0):
+        raise service.LabelingError(f"the time between release rounds must be a positive "
+                                    f"number of seconds, got {release_every}")
+    if release_idle is not None and release_every is None:
+        release_every = default_release_every(release_idle)
     engine = dbmod.make_engine(db_url)
     if migrate:
         dbmod.migrate(engine)
-    app = FastAPI(title="prmkit labelling", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = None
+        if release_idle is not None:
+            task = asyncio.create_task(
+                release_idle_forever(app.state.sessionmaker, release_idle, release_every),
+                name="prmkit-release-idle-tasks")
+        app.state.release_task = task
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    app = FastAPI(title="prmkit labelling", docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=lifespan)
     app.state.engine = engine
+    app.state.release_idle = release_idle
+    app.state.release_every = release_every
+    app.state.release_task = None
     app.state.sessionmaker = dbmod.make_sessionmaker(engine)
     app.state.secure_cookies = secure_cookies
     app.state.templates = Jinja2Templates(directory=HERE / "templates")
