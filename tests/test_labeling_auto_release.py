@@ -11,8 +11,7 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from labeling_support import PASSWORD, login, phase1_record, task_id_from, write_queue
-from test_labeling_http import step_form
+from labeling_support import PASSWORD, login, phase1_record, step_form, task_id_from, write_queue
 
 from prmkit.cli import main
 from prmkit.labeling import create_app, service

@@ -8,7 +8,15 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from labeling_support import PASSWORD, hidden, login, phase1_record, task_id_from, write_queue
+from labeling_support import (
+    PASSWORD,
+    hidden,
+    login,
+    phase1_record,
+    step_form,
+    task_id_from,
+    write_queue,
+)
 
 from prmkit.cli import main
 from prmkit.data import read_records
@@ -37,16 +45,6 @@ def client(app) -> TestClient:
 
 def take_task(c: TestClient, csrf: str) -> int:
     return task_id_from(c.post("/projects/1/next", data={"csrf_token": csrf}))
-
-
-def step_form(c: TestClient, task_id: int) -> dict:
-    page = c.get(f"/tasks/{task_id}").text
-    n = len(re.findall(r'class="candidate"', page))
-    form = {"csrf_token": hidden(page, "csrf_token"),
-            "submission_id": hidden(page, "submission_id")}
-    form.update({f"rating_{i}": "1" for i in range(n)})
-    action = re.search(r'action="(/tasks/\d+/steps/\d+)"', page).group(1)
-    return {"action": action, "data": form}
 
 
 def test_pages_and_posts_need_an_account(app):
