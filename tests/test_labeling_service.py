@@ -60,6 +60,18 @@ def setup(sessions, tmp_path):
     db.close()
 
 
+@pytest.fixture
+def phase2(sessions, tmp_path):
+    """A phase-2 project with one queued solution, taken by a labeller."""
+    db = sessions()
+    ann = service.create_user(db, "ann", "password-a")
+    project = service.configure_project(db, "p2", phase=2)
+    db.commit()
+    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(1)]))
+    yield db, project, ann, service.next_task(db, ann, project)
+    db.close()
+
+
 def test_migrations_give_exactly_the_schema_of_the_models(sessions):
     with sessions() as db:
         diff = compare_metadata(MigrationContext.configure(db.connection()), Base.metadata)
@@ -130,13 +142,8 @@ def test_phase1_labels_export_to_raw_prm800k_that_prmkit_reads_back(setup):
     assert file_stats(out)["ratings"] == {"-1": 1, "0": 1, "1": 3, "null": 0}
 
 
-def test_phase2_task_ends_at_the_first_wrong_step_with_found_error(sessions, tmp_path):
-    db = sessions()
-    ann = service.create_user(db, "ann", "password-a")
-    project = service.configure_project(db, "p2", phase=2)
-    db.commit()
-    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(1)]))
-    task = service.next_task(db, ann, project)
+def test_phase2_task_ends_at_the_first_wrong_step_with_found_error(phase2):
+    db, project, ann, task = phase2
     service.submit_step(db, ann, task.id, 0, [1], [False], _sid())
     service.submit_step(db, ann, task.id, 1, [-1], [True], _sid())
     view = service.view_task(db, ann, task.id)
@@ -150,7 +157,6 @@ def test_phase2_task_ends_at_the_first_wrong_step_with_found_error(sessions, tmp
     assert [s["chosen_completion"] for s in record["label"]["steps"]] == [0, None]
     assert record["label"]["steps"][1]["completions"][0] == {
         "text": "So $3y = 6$.", "rating": -1, "flagged": True}
-    db.close()
 
 
 def test_same_submission_id_twice_stores_one_label(setup):
@@ -565,13 +571,8 @@ def test_finished_released_and_other_labellers_tasks_refuse_undo(setup):
     assert len(list(service.iter_export(db, project))) == 1
 
 
-def test_phase2_minus_one_that_ended_the_task_cannot_be_undone(sessions, tmp_path):
-    db = sessions()
-    ann = service.create_user(db, "ann", "password-a")
-    project = service.configure_project(db, "p2", phase=2)
-    db.commit()
-    service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(1)]))
-    task = service.next_task(db, ann, project)
+def test_phase2_minus_one_that_ended_the_task_cannot_be_undone(phase2):
+    db, project, ann, task = phase2
     sid = _sid()
     service.submit_step(db, ann, task.id, 0, [1], [False], sid)
     service.undo_step(db, ann, task.id, 0, sid)  # open: a +1 may be undone
@@ -582,7 +583,6 @@ def test_phase2_minus_one_that_ended_the_task_cannot_be_undone(sessions, tmp_pat
     (record,) = service.iter_export(db, project)
     assert record["label"]["finish_reason"] == "found_error"
     assert [s["completions"][0]["rating"] for s in record["label"]["steps"]] == [-1]
-    db.close()
 
 
 def test_an_undo_counts_as_activity_for_idle_release(setup):

@@ -102,7 +102,18 @@ class Task(Base):
     user: Mapped[User] = relationship(lazy="joined")
 
 
-class StepLabel(Base):
+class _Rating:
+    """The columns of one position's ratings by one labeller (stored or withdrawn)."""
+
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    ratings: Mapped[list[int]] = mapped_column(JSON)
+    flags: Mapped[list[bool]] = mapped_column(JSON)
+    human_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    submission_id: Mapped[str] = mapped_column(String(64), unique=True)
+
+
+class StepLabel(_Rating, Base):
     """The ratings of one step position by one labeller: written once (the labeller's last
     one may be withdrawn into `withdrawn_labels` while the task is open).
 
@@ -114,16 +125,10 @@ class StepLabel(Base):
     __table_args__ = (UniqueConstraint("task_id", "position", name="uq_step_labels_task_position"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    ratings: Mapped[list[int]] = mapped_column(JSON)
-    flags: Mapped[list[bool]] = mapped_column(JSON)
-    human_text: Mapped[str | None] = mapped_column(Text, nullable=True)
-    submission_id: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class WithdrawnLabel(Base):
+class WithdrawnLabel(_Rating, Base):
     """A step label its labeller undid while the task was open, moved out of step_labels.
 
     Kept so that a late replay of the withdrawn form (its submission id) is refused rather
@@ -133,11 +138,5 @@ class WithdrawnLabel(Base):
     __tablename__ = "withdrawn_labels"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    ratings: Mapped[list[int]] = mapped_column(JSON)
-    flags: Mapped[list[bool]] = mapped_column(JSON)
-    human_text: Mapped[str | None] = mapped_column(Text, nullable=True)
-    submission_id: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     withdrawn_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
