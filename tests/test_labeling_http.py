@@ -336,6 +336,11 @@ def test_undo_form_posted_twice_withdraws_one_rating_and_the_step_is_rated_again
     with app.state.sessionmaker() as db:
         assert [lab.ratings for lab in db.query(StepLabel).order_by(StepLabel.position)] == \
             [[1], [0, -1, 0]]
+    admin = client(app)
+    login(admin, "root")
+    step2 = admin.get(f"/admin/tasks/{task}").text.split('id="position-1"')[1].split("</li>")[0]
+    undone = re.findall(r'<p class="meta withdrawn">Undone by ann at [^:]+:\d\d:\d\d UTC: ([^(]+)', step2)
+    assert undone == ["+1, +1, +1 "]  # the withdrawn rating, for audit, beside the new one
 
 
 def test_a_labeller_cannot_undo_another_labellers_rating_nor_without_the_csrf_token(app):

@@ -229,6 +229,7 @@ def admin_task(request: Request, db: DbDep, cur: AdminDep, task_id: int):
     view = service.admin_view_task(db, task_id)
     return render(request, "admin_task.html", {
         "view": view, "labels": {label.position: label for label in view.labels},
+        "withdrawn": service.withdrawn_labels(db, view.task),
         "last_activity": service.last_activity(db, view.task)}, cur=cur)
 
 

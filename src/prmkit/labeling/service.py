@@ -270,6 +270,15 @@ def _labels(db: Session, task: Task) -> list[StepLabel]:
                            .order_by(StepLabel.position)))
 
 
+def withdrawn_labels(db: Session, task: Task) -> dict[int, list[WithdrawnLabel]]:
+    """The ratings a labeller undid in a task, per position, oldest first (for audit)."""
+    out: dict[int, list[WithdrawnLabel]] = {}
+    for w in db.scalars(select(WithdrawnLabel).where(WithdrawnLabel.task_id == task.id)
+                        .order_by(WithdrawnLabel.withdrawn_at, WithdrawnLabel.id)):
+        out.setdefault(w.position, []).append(w)
+    return out
+
+
 def _kept(position: dict, label: StepLabel | None) -> dict:
     if label is not None and label.human_text:
         return {"text": label.human_text, "by": "you"}
