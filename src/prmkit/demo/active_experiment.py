@@ -36,13 +36,13 @@ from prmkit.demo.small_scale import (
     mean_std,
     pct,
     plot_series,
+    publish,
     references,
     run_seeds,
     small_model,
     train_small,
     uniform_picks,
 )
-from prmkit.evaluation.report import write_report
 
 METHODS = {"uniform": "uniform sampling", "active": "active learning (convincing wrong answers)"}
 
@@ -208,8 +208,5 @@ def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> 
                   f"{100 * a['wrong_answer_share'][i]:.0f}%",
                   f"{100 * summary['pool_diversity'][str(s)]['selected_share_of_distinct']:.0f}%"]
                  for i, s in enumerate(sizes)]}}
-    write_report(out, summary, plots, title="prmkit demo: active learning",
-                 summary=summary["statement"], tables=tables)
-    print(f"[active] {summary['statement']}")
-    print(f"[active] report: {out / 'report.html'} ({summary['seconds']:.0f} s)")
+    publish(out, summary, plots, tables, "active", "prmkit demo: active learning")
     return summary

@@ -10,6 +10,7 @@ averaged over seeds and written as metrics.json, plots and an HTML report.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -317,19 +318,26 @@ def verdict(summary: dict) -> str:
     return " ".join(lines)
 
 
-def run_demo(out_dir: str | Path = "demo-output", cfg: DemoConfig | None = None) -> dict:
+@contextlib.contextmanager
+def torch_settings(threads: int):
+    """The demo's fixed torch threads and deterministic algorithms, restored on exit."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    cfg = cfg or DemoConfig()
-    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(cfg.threads)
+    saved = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     try:
-        return _run_demo(Path(out_dir), cfg)
+        yield
     finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])
+
+
+def run_demo(out_dir: str | Path = "demo-output", cfg: DemoConfig | None = None) -> dict:
+    cfg = cfg or DemoConfig()
+    with torch_settings(cfg.threads):
+        return _run_demo(Path(out_dir), cfg)
 
 
 def _run_demo(out: Path, cfg: DemoConfig) -> dict:

@@ -34,11 +34,13 @@ from prmkit.demo.run import (
     _train_reward_model,
     quick_config,
     seed_world,
+    torch_settings,
     train_seed_models,
 )
 from prmkit.errors import PrmkitError
 from prmkit.evaluation import bon_curves
 from prmkit.evaluation.bon import ProblemPool
+from prmkit.evaluation.report import write_report
 from prmkit.scoring.aggregate import fill_null_steps
 from prmkit.selection import AnswerClusterer
 from prmkit.training.reward_trainer import seed_everything
@@ -296,6 +298,13 @@ def pct(mean: float, std: float) -> str:
     return f"{100 * mean:.1f} ± {100 * std:.1f}"
 
 
+def publish(out: Path, summary: dict, plots: dict, tables: dict, tag: str, title: str) -> None:
+    """Write an experiment's report and print its statement."""
+    write_report(out, summary, plots, title=title, summary=summary["statement"], tables=tables)
+    print(f"[{tag}] {summary['statement']}")
+    print(f"[{tag}] report: {out / 'report.html'} ({summary['seconds']:.0f} s)")
+
+
 def run_seeds(cfg: SmallScaleConfig, work: Path, run_seed, summarise, verdict) -> dict:
     """Every seed of an experiment (`run_seed` of its setup), summarised, with the wall
     time, the statement and the settings."""
@@ -307,26 +316,3 @@ def run_seeds(cfg: SmallScaleConfig, work: Path, run_seed, summarise, verdict) -
     summary["statement"] = verdict(summary)
     summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
     return summary
-
-
-class torch_settings:
-    """The demo's fixed torch threads and deterministic algorithms, restored on exit."""
-
-    def __init__(self, threads: int):
-        self.threads = threads
-
-    def __enter__(self):
-        import torch
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        self._saved = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-        torch.set_num_threads(self.threads)
-        torch.use_deterministic_algorithms(True)
-        return self
-
-    def __exit__(self, *exc):
-        import torch
-
-        torch.set_num_threads(self._saved[0])
-        torch.use_deterministic_algorithms(self._saved[1])

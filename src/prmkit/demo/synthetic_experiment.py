@@ -25,12 +25,12 @@ from prmkit.demo.small_scale import (
     mean_std,
     pct,
     plot_series,
+    publish,
     references,
     run_seeds,
     small_model,
     uniform_picks,
 )
-from prmkit.evaluation.report import write_report
 
 THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)  # label quality reported at each (no training)
 KINDS = {
@@ -144,8 +144,5 @@ def run_synthetic(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) 
                       pct(summary["majority"]["accuracy"][i], summary["majority"]["accuracy_std"][i])]
                      for i, m in enumerate(summary["n"])]},
     }
-    write_report(out, summary, plots, title="prmkit demo: synthetic supervision",
-                 summary=summary["statement"], tables=tables)
-    print(f"[synthetic] {summary['statement']}")
-    print(f"[synthetic] report: {out / 'report.html'} ({summary['seconds']:.0f} s)")
+    publish(out, summary, plots, tables, "synthetic", "prmkit demo: synthetic supervision")
     return summary
