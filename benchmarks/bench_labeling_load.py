@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import html
 import json
 import os
 import platform
@@ -55,7 +54,7 @@ def main() -> int:
         if args.db == "postgresql":
             url = new_postgres_db(stack.enter_context(postgres_server()))
         r = run_load(Path(tmp), args.labellers, args.items, args.overlap, args.kill_after, url)
-        submitted = Counter((n, html.unescape(p), pos, x) for n, p, pos, x in r["submitted"])
+        submitted = Counter(r["submitted"])
         exported = Counter(r["exported"])
         per_solution = Counter(p for n, p, pos, x in r["exported"] if pos == 0)
         solutions = sum(1 for _ in read_records(r["export_path"]))

@@ -8,6 +8,7 @@ Test modules import the fixtures they use from here.
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import re
 import shutil
@@ -284,7 +285,8 @@ def run_load(workdir: Path, labellers: int = 20, items: int = 20, overlap: int =
                     if not m:
                         break
                     position = int(m.group(1))
-                    problem = re.search(r'id="problem">(.*?)</div>', page, re.S).group(1)
+                    problem = html.unescape(
+                        re.search(r'id="problem">(.*?)</div>', page, re.S).group(1))
                     n = len(re.findall(r'class="candidate"', page))
                     ratings = tuple((hash((name, task, position, i)) % 3) - 1 for i in range(n))
                     form = {"csrf_token": csrf, "submission_id": hidden(page, "submission_id"),

@@ -7,7 +7,9 @@ import argparse
 import getpass
 import json
 import logging
+import math
 import sys
+from datetime import timedelta
 
 DEFAULT_DB = "labels.sqlite"
 
@@ -25,13 +27,10 @@ def _release_idle(hours: float | None):
 
     if hours is None:
         return None
-    if hours == 0:
-        raise service.LabelingError("--release-idle-hours must be more than 0 (0 would release "
-                                    "every task as soon as it is taken)")
-    try:
-        return service.idle_hours(hours)
-    except service.LabelingError as e:
-        raise service.LabelingError(f"--release-idle-hours: {e}") from None
+    if not (math.isfinite(hours) and hours > 0):  # 0 would release every task once taken
+        raise service.LabelingError(f"--release-idle-hours must be a positive number of hours, "
+                                    f"got {hours:g}")
+    return timedelta(hours=hours)
 
 
 def _log_to_stderr(level: str) -> None:

@@ -160,7 +160,6 @@ def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = Fals
     app.state.engine = engine
     app.state.release_idle = release_idle
     app.state.release_every = release_every
-    app.state.release_task = None
     app.state.sessionmaker = dbmod.make_sessionmaker(engine)
     app.state.secure_cookies = secure_cookies
     app.state.templates = Jinja2Templates(directory=HERE / "templates")

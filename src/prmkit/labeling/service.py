@@ -584,9 +584,13 @@ def release_stale_tasks(db: Session, project: Project, idle: timedelta,
     if idle < timedelta(0):
         raise LabelingError(f"the idle time must not be negative, got {idle}")
     cutoff = utcnow() - idle
+    rated_since = select(StepLabel.id).where(StepLabel.task_id == Task.id,
+                                             StepLabel.created_at >= cutoff).exists()
+    undone_since = select(WithdrawnLabel.id).where(WithdrawnLabel.task_id == Task.id,
+                                                   WithdrawnLabel.withdrawn_at >= cutoff).exists()
     q = (select(Task).join(Item, Task.item_id == Item.id)
          .where(Item.project_id == project.id, Item.kind == "task", Task.status == "open",
-                Task.started_at < cutoff).order_by(Task.id)
+                Task.started_at < cutoff, ~rated_since, ~undone_since).order_by(Task.id)
          .execution_options(populate_existing=True))
     if user is not None:
         owner = db.scalar(select(User).where(User.username == user))
@@ -598,7 +602,7 @@ def release_stale_tasks(db: Session, project: Project, idle: timedelta,
     released = []
     try:
         for task in db.scalars(q).all():
-            # Read after the lock: a rating stored meanwhile counts as activity.
+            # Read again after the lock: a rating stored meanwhile counts as activity.
             if last_activity(db, task) < cutoff:
                 task.status = "released"
                 released.append(task)
