@@ -33,7 +33,7 @@ def test_two_generations_keep_data_models_and_manifest(tmp_path, tiny_lm, proble
     assert gen1["select"]["counts"]["method"] == "convincing"  # gen 0's PRM selects
     assert gen1["score"]["counts"]["selector"] == gen0["train"]["counts"]["model_dir"]
     assert gen0["select"]["counts"]["selected"] == 4
-    weights = [g["train"]["counts"]["model_sha256"]["model.safetensors"] for g in (gen0, gen1)]
+    weights = [g["train"]["files"]["train/model/model.safetensors"] for g in (gen0, gen1)]
     assert len(weights[0]) == 64 and weights[0] != weights[1]
     assert gen1["merge"]["counts"]["per_generation"] == [4, gen1["label"]["counts"]["examples"]]
     merged = list(read_records(run / "gen_1/merged.jsonl"))

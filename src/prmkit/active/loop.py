@@ -14,7 +14,6 @@ it stopped (a half-written samples file or a training run with checkpoints is co
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
@@ -36,6 +35,7 @@ from prmkit.active.selection import (
 )
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
+from prmkit.models.digest_cache import file_sha256
 
 STEPS = ("sample", "score", "select", "label", "merge", "train")
 MANIFEST = "manifest.json"
@@ -45,17 +45,16 @@ class LabelsPending(PrmkitError):
     """The queue source is waiting for human labels; rerun once they are saved."""
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_jsonl(path: Path) -> list[dict]:
     with open(path, "rb") as f:
         return [orjson.loads(line) for line in f if line.strip()]
+
+
+def file_state(path: Path, sha256: str) -> str:
+    """"ok" when the file still has the recorded sha256, else "changed" or "missing"."""
+    if not path.is_file():
+        return "missing"
+    return "ok" if file_sha256(path) == sha256 else "changed"
 
 
 def read_manifest(output_dir: str | Path) -> dict:
@@ -114,7 +113,7 @@ class ActiveLoop:
             for step, rec in gen["steps"].items():
                 for name, digest_ in rec.get("files", {}).items():
                     f = self._gen_dir(int(g)) / name
-                    if not f.is_file() or sha256_file(f) != digest_:
+                    if file_state(f, digest_) != "ok":
                         raise PrmkitError(f"{f}: changed or missing since step {step!r} of "
                                           f"generation {g} was done; delete {self.out} to redo")
         return manifest
@@ -149,7 +148,7 @@ class ActiveLoop:
                     self._gen(g)["steps"][step] = {
                         "done": True, "seconds": round(time.perf_counter() - start, 3),
                         "finished_at": time.time(),
-                        "files": {name: sha256_file(self._gen_dir(g) / name) for name in files},
+                        "files": {name: file_sha256(self._gen_dir(g) / name) for name in files},
                         "counts": counts}
                     self._save_manifest()
                     if self.after_step is not None:
@@ -345,13 +344,10 @@ class ActiveLoop:
         cfg.progress = False
         cfg.validate()
         result = train(cfg)
-        # Whole-file hashes: a fingerprint of the weight files' ends misses LoRA updates
-        # confined to middle layers (two such models compared equal).
-        return [], {"model_dir": str(result.model_dir), "steps": result.steps,
-                    "model_sha256": {f.name: sha256_file(f) for f in sorted(result.model_dir.iterdir())
-                                     if f.is_file()},
-                    "resumed": cfg.resume,
-                    "metrics": result.metrics}
+        model_files = [str(f.relative_to(d)) for f in sorted(result.model_dir.iterdir())
+                       if f.is_file()]  # the model the next generation selects with
+        return model_files, {"model_dir": str(result.model_dir), "steps": result.steps,
+                             "resumed": cfg.resume, "metrics": result.metrics}
 
 
 def run_loop(config: LoopConfig, after_step: Callable[[int, str], None] | None = None) -> dict:
@@ -383,17 +379,11 @@ def loop_status(output_dir: str | Path) -> dict:
                 if next_step is None:
                     next_step = {"generation": g, "step": step}
                 continue
-            expected = dict(rec.get("files", {}))
             counts = rec.get("counts", {})
-            if step == "train":  # the model the next generation selects with, in train/<model>
-                model = Path(counts.get("model_dir", "model")).name
-                for name, digest in counts.get("model_sha256", {}).items():
-                    expected[f"train/{model}/{name}"] = digest
             files = {}
-            for name, digest in expected.items():
+            for name, digest in rec.get("files", {}).items():
                 path = out / f"gen_{g}" / name
-                state = ("missing" if not path.is_file()
-                         else "ok" if sha256_file(path) == digest else "changed")
+                state = file_state(path, digest)
                 files[name] = state
                 if state != "ok":
                     changed.append({"generation": g, "step": step, "path": str(path),

@@ -6,6 +6,7 @@ nothing and readers never see half a file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -61,3 +62,21 @@ def drop_missing_digests(path: Path, dry_run: bool = False) -> list[str]:
         if gone and not dry_run:
             _write(path, {p: v for p, v in cache.items() if p not in gone})
     return gone
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file, from the cache when its size and mtime are unchanged."""
+    path = Path(path)
+    stat = path.stat()
+    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
+    cache_file = digest_cache_path()
+    entry = read_digests(cache_file).get(key)
+    if isinstance(entry, list) and entry[:2] == stamp:
+        return entry[2]
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    try:  # a read-only home only costs a re-read next time
+        update_digests(cache_file, {key: [*stamp, digest]})
+    except OSError:
+        pass
+    return digest

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from prmkit.errors import PrmkitError
-from prmkit.models.digest_cache import digest_cache_path, read_digests, update_digests
+from prmkit.models.digest_cache import file_sha256
 
 _ENDS = 1024
 COMPARED = ("fingerprint", "aggregation", "max_length", "dtype")
@@ -31,23 +31,6 @@ COMPARED = ("fingerprint", "aggregation", "max_length", "dtype")
 
 def _short(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, from the cache when its size and mtime are unchanged."""
-    stat = path.stat()
-    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
-    cache_file = digest_cache_path()
-    entry = read_digests(cache_file).get(key)
-    if isinstance(entry, list) and entry[:2] == stamp:
-        return entry[2]
-    with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-    try:  # a read-only home only costs a re-read next time
-        update_digests(cache_file, {key: [*stamp, digest]})
-    except OSError:
-        pass
-    return digest
 
 
 def folder_fingerprint(folder: str | Path) -> str:

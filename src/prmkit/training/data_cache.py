@@ -28,6 +28,7 @@ import msgspec
 
 from prmkit.data.io import atomic_write
 from prmkit.data.records import StepExample
+from prmkit.models.digest_cache import file_sha256
 
 log = logging.getLogger("prmkit.training")
 CACHE_VERSION = 1
@@ -38,14 +39,6 @@ def cache_root(cache_dir: str | None) -> Path:
     from prmkit.models.backbones import cache_dir as prmkit_cache
 
     return Path(cache_dir) if cache_dir else prmkit_cache() / "rows"
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def tokenizer_digest(tokenizer) -> str:
@@ -125,7 +118,7 @@ def prepared_key(cfg, objective: str, seed: int) -> dict:
     if holdout:
         files.append(holdout)
     return {"v": CACHE_VERSION, "kind": "examples", "options": options,
-            "files": {str(p): file_digest(p) for p in files}, "objective": objective,
+            "files": {str(p): file_sha256(p) for p in files}, "objective": objective,
             "seed": seed}
 
 
