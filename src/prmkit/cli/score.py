@@ -7,11 +7,11 @@ import sys
 from prmkit.scoring.aggregate import AGGREGATIONS
 
 
-def add_device_arguments(parser, prefix: str = "") -> None:
+def add_device_arguments(parser) -> None:
     """--device and --attn-implementation of a command that loads a reward model."""
-    parser.add_argument(f"--{prefix}device", default="auto",
+    parser.add_argument("--device", default="auto",
                         help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")
-    parser.add_argument(f"--{prefix}attn-implementation", default=None,
+    parser.add_argument("--attn-implementation", default=None,
                         choices=("eager", "sdpa", "flex_attention", "flash_attention_2"),
                         help="attention kernels (default: sdpa)")
 

@@ -17,15 +17,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from prmkit.errors import PrmkitError
-from prmkit.models.attention import (  # noqa: F401 (additive_attention_mask re-exported)
-    TreeMask,
-    additive_attention_mask,
-    decoder_attention_mask,
-)
+from prmkit.models.attention import TreeMask, decoder_attention_mask
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
 
 HEAD_WEIGHTS = "reward_head.safetensors"
+
+
+def correct_from_class_probs(p: torch.Tensor, config: RewardModelConfig) -> torch.Tensor:
+    """P(step correct) from class probabilities [..., C]; with three classes, neutral
+    counts as correct when config.neutral_is_correct."""
+    if config.num_classes == 3 and config.neutral_is_correct:
+        return p[..., 0] + p[..., 1]
+    return p[..., 0]
 
 
 class StepRewardModel(nn.Module):
@@ -143,12 +147,8 @@ class StepRewardModel(nn.Module):
         return self.classify(hidden[label_positions[:, 0], label_positions[:, 1]])
 
     def correct_probability(self, logits: torch.Tensor) -> torch.Tensor:
-        """P(step correct) from class logits; with three classes, neutral counts as
-        correct when config.neutral_is_correct."""
-        p = logits.float().softmax(-1)
-        if self.config.num_classes == 3 and self.config.neutral_is_correct:
-            return p[:, 0] + p[:, 1]
-        return p[:, 0]
+        """P(step correct) from class logits [K, C]."""
+        return correct_from_class_probs(logits.float().softmax(-1), self.config)
 
     @staticmethod
     def loss(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None):

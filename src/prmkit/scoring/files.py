@@ -149,9 +149,9 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
                           "replace it")
     main = scorer.parallel.is_main  # data-parallel scoring: the first process writes
     scorer.parallel.barrier()  # every process has checked the output before it changes
-    if main and out_path.exists() and not resume:
-        out_path.unlink()
     if main:
+        if out_path.exists() and not resume:
+            out_path.unlink()
         out_path.parent.mkdir(parents=True, exist_ok=True)
 
     report = ScoreFileReport(str(out_path), aggregation=aggregation)

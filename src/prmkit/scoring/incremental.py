@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
-from prmkit.models.reward_model import additive_attention_mask
+from prmkit.models.attention import additive_attention_mask
 from prmkit.scoring.scorer import Scorer, as_problem_steps
 
 Key = tuple[str, tuple[str, ...]]  # (problem, steps of the prefix)

@@ -20,15 +20,10 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
+from prmkit.models.backbones import resolve_dtype
 from prmkit.scoring.parallel import DataParallel
 
 log = logging.getLogger("prmkit.scoring")
-
-def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    from prmkit.models.backbones import resolve_dtype
-
-    return resolve_dtype(dtype)
-
 
 @dataclass
 class SolutionScores:
@@ -51,6 +46,28 @@ class Encoded:
     label_positions: list[int]
     slots: list[int]  # index into the result's step_probs for each label position
     num_slots: int
+
+
+def encode_for_scoring(encoder, config, problem: str, steps: Sequence[str]) -> Encoded:
+    """Token ids and label positions of one solution (what gets scored): every step's label
+    for a PRM, the last one for an ORM (none when the last step was cut by max_length)."""
+    steps = list(steps)
+    orm = config.objective == "orm"
+    num_slots = (1 if steps else 0) if orm else len(steps)
+    if not steps:
+        return Encoded([], [], [], 0)
+    if len(encoder.prompt_ids(problem)) > encoder.fmt.max_length:
+        return Encoded([], [], [], num_slots)  # nothing fits: every score is None
+    enc = encoder.encode(problem, steps)
+    if orm:
+        if len(enc.step_indices) < len(steps):  # the last step was cut: no outcome score
+            return Encoded([], [], [], 1)
+        positions, slots = enc.label_positions[-1:], [0]
+    else:
+        positions, slots = enc.label_positions, enc.step_indices
+    # Tokens after the last label cannot change any score (causal attention).
+    ids = enc.input_ids[: positions[-1] + 1] if positions else []
+    return Encoded(ids, positions, slots, num_slots)
 
 
 @dataclass
@@ -112,7 +129,7 @@ class Scorer:
         self.token_budget = int(token_budget)
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
-        self.dtype = parse_dtype(dtype)
+        self.dtype = resolve_dtype(dtype)
         weights = next(model.backbone.parameters()).dtype
         change = self.dtype is not None and self.dtype != weights
         self.cast_weights = change and (cast_weights or self.dtype == torch.float32)
@@ -175,23 +192,7 @@ class Scorer:
     # ---- encoding and batching ------------------------------------------------------
     def encode(self, problem: str, steps: Sequence[str]) -> Encoded:
         """Token ids and label positions of one solution (what gets scored)."""
-        steps = list(steps)
-        orm = self.config.objective == "orm"
-        num_slots = (1 if steps else 0) if orm else len(steps)
-        if not steps:
-            return Encoded([], [], [], 0)
-        if len(self.encoder.prompt_ids(problem)) > self.encoder.fmt.max_length:
-            return Encoded([], [], [], num_slots)  # nothing fits: every score is None
-        enc = self.encoder.encode(problem, steps)
-        if orm:
-            if len(enc.step_indices) < len(steps):  # the last step was cut: no outcome score
-                return Encoded([], [], [], 1)
-            positions, slots = enc.label_positions[-1:], [0]
-        else:
-            positions, slots = enc.label_positions, enc.step_indices
-        # Tokens after the last label cannot change any score (causal attention).
-        ids = enc.input_ids[: positions[-1] + 1] if positions else []
-        return Encoded(ids, positions, slots, num_slots)
+        return encode_for_scoring(self.encoder, self.config, problem, steps)
 
     def plan_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
         """Length-sorted batches whose padded size stays within the token budget; a row is
@@ -249,8 +250,14 @@ class Scorer:
                      ) -> list[SolutionScores]:
         """Score `items` (this process's share of them under data parallelism);
         `on_solutions_done(n)` is called after each batch with the number of solutions it
-        completed (for progress bars)."""
-        return self.parallel.map(items, lambda mine: self._score_local(mine, on_solutions_done))
+        completed (for progress bars), or once for the whole chunk under data parallelism,
+        where one process's batches are only its share."""
+        if self.parallel.world == 1:
+            return self._score_local(items, on_solutions_done)
+        out = self.parallel.map(items, lambda mine: self._score_local(mine))
+        if on_solutions_done is not None:
+            on_solutions_done(len(items))
+        return out
 
     def _score_local(self, items: Sequence[Any],
                      on_solutions_done: Callable[[int], Any] | None = None

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
-from prmkit.models.config import CONFIG_NAME, RewardModelConfig
+from prmkit.models.config import RewardModelConfig
 
 CLASS_NAMES = {2: ["correct", "wrong"], 3: ["positive", "neutral", "negative"]}
 
@@ -99,45 +99,24 @@ def vllm_step_probs(llm, model_dir: str | Path, items: Sequence[Any]) -> list[li
     from transformers import AutoTokenizer
 
     from prmkit.models.formatting import SegmentEncoder
-    from prmkit.scoring.scorer import as_problem_steps
+    from prmkit.models.reward_model import correct_from_class_probs
+    from prmkit.scoring.scorer import as_problem_steps, encode_for_scoring
 
     config = RewardModelConfig.load(model_dir)
-    if not Path(model_dir, CONFIG_NAME).is_file():
-        raise PrmkitError(f"{model_dir}: not a prmkit export ({CONFIG_NAME} is missing)")
     encoder = SegmentEncoder(AutoTokenizer.from_pretrained(model_dir), config.step_format)
-    orm = config.objective == "orm"
-    encoded, requests = [], []
-    for item in items:
-        problem, steps = as_problem_steps(item)
-        steps = list(steps)
-        if not steps or len(encoder.prompt_ids(problem)) > encoder.fmt.max_length:
-            encoded.append(([], [], (1 if steps else 0) if orm else len(steps)))
-            continue
-        enc = encoder.encode(problem, steps)
-        positions, slots = enc.label_positions, list(enc.step_indices)
-        if orm:
-            full = len(slots) == len(steps)
-            positions, slots = (positions[-1:], [0]) if full else ([], [])
-        encoded.append((positions, slots, 1 if orm else len(steps)))
-        if positions:
-            requests.append({"prompt_token_ids": enc.input_ids[: positions[-1] + 1]})
+    encoded = [encode_for_scoring(encoder, config, *as_problem_steps(item)) for item in items]
+    requests = [{"prompt_token_ids": e.input_ids} for e in encoded if e.label_positions]
     outputs = iter(llm.encode(requests, pooling_task="token_classify", use_tqdm=False)
                    if requests else [])
     results = []
-    for positions, slots, n in encoded:
-        probs: list[float | None] = [None] * n
-        if positions:
+    for e in encoded:
+        probs: list[float | None] = [None] * e.num_slots
+        if e.label_positions:
             per_token = torch.as_tensor(next(outputs).outputs.data).float()
-            for slot, pos in zip(slots, positions, strict=True):
-                probs[slot] = correct_probability(per_token[pos], config)
+            for slot, pos in zip(e.slots, e.label_positions, strict=True):
+                probs[slot] = float(correct_from_class_probs(per_token[pos], config))
         results.append(probs)
     return results
-
-
-def correct_probability(class_probs: torch.Tensor, config: RewardModelConfig) -> float:
-    if config.num_classes == 3 and config.neutral_is_correct:
-        return float(class_probs[0] + class_probs[1])
-    return float(class_probs[0])
 
 
 def export_summary(out: Path) -> str:

@@ -23,15 +23,18 @@ class Batch:
     num_tokens: int  # real (unpadded) tokens
     num_sources: int  # example labels covered (a merged node counts each of its labels)
 
+    def map(self, fn) -> Batch:
+        """`fn` applied to every tensor (both tensors of a tree mask)."""
+        mask = self.attention_mask
+        mask = TreeMask(fn(mask.segments), fn(mask.ancestry)) if isinstance(mask, TreeMask) \
+            else fn(mask)
+        return Batch(fn(self.input_ids), mask, fn(self.position_ids), fn(self.label_positions),
+                     fn(self.targets), fn(self.weights), self.num_tokens, self.num_sources)
+
     def to(self, device) -> Batch:
         """The tensors on `device` (asynchronously from pinned memory on CUDA); a tree mask
         travels in its compact form and is expanded there."""
-        def move(t):
-            return t.to(device, non_blocking=True)
-
-        return Batch(move(self.input_ids), move(self.attention_mask), move(self.position_ids),
-                     move(self.label_positions), move(self.targets), move(self.weights),
-                     self.num_tokens, self.num_sources)
+        return self.map(lambda t: t.to(device, non_blocking=True))
 
 
 def is_plain(row: PackedRow) -> bool:
@@ -69,12 +72,9 @@ def tree_mask(rows: Sequence[PackedRow], length: int) -> TreeMask:
     ancestry = torch.zeros((len(rows), s, s), dtype=torch.bool)
     for i, r in enumerate(rows):
         segments[i, : len(r)] = torch.tensor(r.token_segment, dtype=torch.long)
-        anc = ancestry[i]
-        for j, p in enumerate(r.segment_parent):  # parents precede children
-            if p >= 0:
-                anc[j] = anc[p]
-            anc[j, j] = True
-        anc[s - 1, s - 1] = True
+        k = len(r.segment_parent)
+        ancestry[i, :k, :k] = r.ancestry()
+        ancestry[i, s - 1, s - 1] = True
     return TreeMask(segments, ancestry)
 
 
@@ -112,18 +112,7 @@ def collate(rows: Sequence[PackedRow], pad_id: int, pin_memory: bool = False) ->
         num_tokens=sum(len(r) for r in rows),
         num_sources=sources,
     )
-    return _pinned(batch) if pin_memory else batch
-
-
-def _pinned(batch: Batch) -> Batch:
-    def pin(t):
-        return t.pin_memory()
-
-    mask = batch.attention_mask
-    mask = TreeMask(pin(mask.segments), pin(mask.ancestry)) if isinstance(mask, TreeMask) \
-        else pin(mask)
-    return Batch(pin(batch.input_ids), mask, pin(batch.position_ids), pin(batch.label_positions),
-                 pin(batch.targets), pin(batch.weights), batch.num_tokens, batch.num_sources)
+    return batch.map(torch.Tensor.pin_memory) if pin_memory else batch
 
 
 def label_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -24,8 +24,8 @@ from pathlib import Path
 from prmkit.errors import PrmkitError
 from prmkit.models.digest_cache import NAME as DIGESTS
 from prmkit.models.digest_cache import drop_missing_digests, read_digests
+from prmkit.training.data_cache import ROWS
 
-ROWS = "rows"
 TMP_GRACE_S = 24 * 3600  # a temporary file younger than this may still be being written
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
           "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}

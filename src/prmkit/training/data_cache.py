@@ -32,13 +32,14 @@ from prmkit.models.digest_cache import file_sha256
 
 log = logging.getLogger("prmkit.training")
 CACHE_VERSION = 1
+ROWS = "rows"  # the cache's folder under $PRMKIT_CACHE
 T = TypeVar("T")
 
 
 def cache_root(cache_dir: str | None) -> Path:
     from prmkit.models.backbones import cache_dir as prmkit_cache
 
-    return Path(cache_dir) if cache_dir else prmkit_cache() / "rows"
+    return Path(cache_dir) if cache_dir else prmkit_cache() / ROWS
 
 
 def tokenizer_digest(tokenizer) -> str:

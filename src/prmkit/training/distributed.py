@@ -21,6 +21,7 @@ from prmkit.training import checkpointing as ckpt
 
 ENGINE_DIR = "engine"  # accelerate.save_state folder inside a checkpoint
 SHARDED = ("zero3", "fsdp")  # engines whose processes each hold a part of the weights
+ENGINE_STATE = ("zero2", "zero3", "fsdp")  # engines that checkpoint their own state
 
 
 def _env_true(name: str) -> bool:

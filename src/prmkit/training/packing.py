@@ -282,17 +282,21 @@ class PackedRow:
     def num_labels(self) -> int:
         return len(self.label_positions)
 
+    def ancestry(self) -> torch.Tensor:
+        """[S, S] bool: segment i may see segment j (j is i or one of its ancestors)."""
+        s = len(self.segment_parent)
+        anc = torch.zeros(s, s, dtype=torch.bool)
+        for i, p in enumerate(self.segment_parent):  # parents precede children
+            if p >= 0:
+                anc[i] = anc[p]
+            anc[i, i] = True
+        return anc
+
     def attention_mask(self, length: int | None = None) -> torch.Tensor:
         """[length, length] bool, True = may attend; padding attends only to itself."""
         n = len(self.input_ids)
         length = length or n
-        parent = self.segment_parent
-        s = len(parent)
-        anc = torch.zeros(s, s, dtype=torch.bool)
-        for i, p in enumerate(parent):  # parents precede children
-            if p >= 0:
-                anc[i] = anc[p]
-            anc[i, i] = True
+        anc = self.ancestry()
         seg = torch.tensor(self.token_segment, dtype=torch.long)
         allowed = anc[seg[:, None], seg[None, :]] & torch.ones(n, n, dtype=torch.bool).tril()
         if length == n:

@@ -125,9 +125,6 @@ class RewardTrainer:
         self.data_stats: dict = {}
 
     # ---- setup --------------------------------------------------------------------------
-    def _accelerator(self):
-        return dist.make_accelerator(self.config)
-
     def build_model(self):
         from prmkit.training.model_setup import finish_model_setup, load_reward_model
 
@@ -189,7 +186,7 @@ class RewardTrainer:
         check_model_options(cfg)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        acc = self._accelerator()
+        acc = dist.make_accelerator(cfg)
         self.accelerator = acc
         self.engine = dist.check_engine(acc, cfg)
         out = Path(cfg.output_dir)
@@ -264,7 +261,7 @@ class RewardTrainer:
             start_step = dist.load_engine_checkpoint(acc, resume_from, scheduler)
             acc.print(f"resumed from {resume_from} (step {start_step})")
         elif resume_from is not None:
-            if self.engine.startswith("zero") or self.engine == "fsdp":
+            if self.engine in dist.ENGINE_STATE:
                 raise PrmkitError(f"{resume_from} was saved without DeepSpeed or FSDP: resume "
                                   "it with the engine that saved it")
             start_step = ckpt.load_checkpoint(resume_from, raw, optimizer, scheduler,
@@ -391,18 +388,15 @@ class RewardTrainer:
                                  cfg.max_rows, cfg.bf16, acc.device)
                 if i < len(mine):
                     preds.append(p)
-            pred = merge_predictions(preds) if preds else None
         else:
             mine_rows = [rows[i] for b in mine for i in b]
-            pred = predict_rows(acc.unwrap_model(model), mine_rows, pad_id, cfg.batch_tokens,
-                                cfg.max_rows, cfg.bf16, acc.device) if mine_rows else None
-        parts = gather_object([pred])
-        parts = [p for p in parts if p is not None and len(p.probs)]
+            preds = [predict_rows(acc.unwrap_model(model), mine_rows, pad_id, cfg.batch_tokens,
+                                  cfg.max_rows, cfg.bf16, acc.device)] if mine_rows else []
+        parts = [p for p in gather_object(preds) if len(p.probs)]  # every process's, flattened
         if not parts:
             return {}
-        p, t, w, lo = (np.concatenate([getattr(q, f) for q in parts])
-                       for f in ("probs", "truth", "weights", "losses"))
-        return step_summary(p, t, w, lo)
+        m = merge_predictions(parts)
+        return step_summary(m.probs, m.truth, m.weights, m.losses)
 
     # ---- helpers ------------------------------------------------------------------------
     def _scheduler(self, optimizer, total_steps: int):
@@ -443,7 +437,7 @@ class RewardTrainer:
         rng = [ckpt.rng_state()]
         rng_states = gather_object(rng) if acc.num_processes > 1 else rng
         info = {"time": time.time(), **self.fingerprint}
-        if self.engine.startswith("zero") or self.engine == "fsdp":
+        if self.engine in dist.ENGINE_STATE:
             dist.save_engine_checkpoint(acc, out, step, scheduler, info,
                                         self.config.keep_checkpoints, rng_states)
             return
