@@ -150,7 +150,11 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     with_wrong = np.mean([any(not c.final_correct for c in pool) for pool in setup.checks])
     assert act["methods"]["active"]["wrong_answer_share"][0] == pytest.approx(with_wrong, abs=1e-4)
     assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0
-    assert isinstance(act["efficiency_ratio"], float) or act["efficiency_ratio"] is None
+    su, sa = (act["methods"][m]["fit"]["slope"] for m in ("uniform", "active"))
+    if abs(su) > 1e-12:  # the ratio of the fitted slopes; undefined (null) for a flat line
+        assert act["efficiency_ratio"] == pytest.approx(sa / su, abs=1e-4)
+    else:
+        assert act["efficiency_ratio"] is None
 
     # Same seed, fresh small-scale cache, the same PRM_large: the same figures.
     seed_dir = tmp_path / "b" / "seed0"
