@@ -53,12 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=d.threshold)
     ap.add_argument("--suffix", default="",
                     help="appended to the names of the results files and plots (variants)")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = ap.parse_args(argv)
     cfg = SmallScaleConfig(problems=args.problems, pool_size=args.pool_size,
                            sizes=tuple(args.sizes), small_steps=args.small_steps,
                            test_samples=args.test_samples, threshold=args.threshold,
                            progress=False)
-    argv = sys.argv[1:] if argv is None else argv
     command = "python benchmarks/bench_active_world.py " + " ".join(argv)
     t0 = time.perf_counter()
     reports, work = Path(args.reports), Path(args.work)
@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             (RESULTS / f"{name}{args.suffix}.json").write_text(json.dumps(summary, indent=1) + "\n")
             for p in plots:
                 shutil.copyfile(folder / f"{p}.png", RESULTS / f"{p}{args.suffix}.png")
+    for name in ("synthetic_supervision", "active_learning"):  # both experiments, every seed
+        path = RESULTS / f"{name}{args.suffix}.json"
+        summary = json.loads(path.read_text())
+        summary["meta"]["wall_seconds_full_run"] = round(time.perf_counter() - t0, 1)
+        path.write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 
 
