@@ -30,10 +30,11 @@ $(VLLM_STAMP): $(STAMP)
 # DeepSpeed builds against the installed torch (no build isolation, no compiled ops: it
 # runs on DeepSpeed's CPU accelerator here). Chromium and its driver from Debian's packages
 # drive the labelling app's browser tests; PostgreSQL's server runs its database tests
-# (each test session starts its own on a private socket).
+# (each test session starts its own on a private socket). TRL runs the GRPO adapter's tests.
 $(TEST_STAMP): $(VLLM_STAMP)
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt \
 		--no-build-isolation deepspeed
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt trl
 	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium chromium-driver)
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| (apt-get update -q && apt-get install -y -q postgresql)
