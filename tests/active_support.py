@@ -27,5 +27,5 @@ def loop_config(tmp_path, tiny_lm, problems, **changes) -> LoopConfig:
          "train_overrides": ["max_steps=2", "data.eval_fraction=0", "save_every=0",
                              "eval_every=0", "model.step_format.max_length=128"]}
     for key, value in changes.items():
-        d[key] = {**d[key], **value} if isinstance(value, dict) else value
+        d[key] = {**d.get(key, {}), **value} if isinstance(value, dict) else value
     return LoopConfig.from_dict(d)

@@ -148,3 +148,11 @@ def test_label_record_without_an_error_must_rate_every_step():
 
     with pytest.raises(PrmkitError, match="without a -1"):
         label_record(queue_record(ITEM, 0), [1, 1])
+
+
+def test_large_prm_step_cut_by_max_length_is_wrong_by_the_null_step_rule():
+    probs = lambda pairs: [[0.9, None, 0.95] for _ in pairs]  # noqa: E731
+    assert process_labels_from_step_probs([0.9, None, 0.95]) == [1, -1]
+    assert not outcome_label_from_step_probs([0.9, None])
+    assert LargePRMLabeler(probs).label([ITEM])[0].labels == (1.0, 0.0, None)
+    assert LargePRMLabeler(probs, supervision="outcome").label([ITEM])[0].outcome == 0.0

@@ -127,3 +127,48 @@ def test_cli_bad_config_value_names_file_and_line(tmp_path, capsys):
     cfg.write_text("generations: 2\nlabel:\n  source: oracle\n")
     assert main(["active", "run", "--config", str(cfg)]) == 2
     assert "loop.yaml:3" in capsys.readouterr().err
+
+
+def test_row_without_steps_gets_a_null_score_and_the_step_is_marked_done(tmp_path, tiny_lm,
+                                                                       problems, monkeypatch):
+    from prmkit.active.loop import ActiveLoop, write_jsonl
+
+    rows = [{"id": f"a#{i}", "problem": "What is 2+3?", "unique_id": "a", "sample_index": i,
+             "steps": steps, "answer": None, "ground_truth_answer": "5", "is_correct": None}
+            for i, steps in enumerate([["2+3 = 5.", "# Answer\n\n5"], []])]
+
+    def sample(self, g):
+        write_jsonl(self._gen_dir(g) / "samples.jsonl", rows)
+        return ["samples.jsonl"], {"samples": len(rows)}
+
+    class Selector:
+        fingerprint = "f" * 16
+
+        @classmethod
+        def from_pretrained(cls, folder, **kwargs):
+            return cls()
+
+        def score(self, items):
+            assert all(steps for _, steps in items)  # the empty row is not sent
+            return [[0.9] * len(steps) for _, steps in items]
+
+        def record(self, aggregation):
+            return {"aggregation": aggregation}
+
+    monkeypatch.setattr(ActiveLoop, "_sample", sample)
+    monkeypatch.setattr("prmkit.scoring.Scorer", Selector)
+    config = loop_config(tmp_path, tiny_lm, problems, generations=1,
+                         selector={"model": str(tiny_lm)})
+
+    def stop_after_score(g, step):
+        if step == "score":
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        run_loop(config, after_step=stop_after_score)
+    manifest = json.loads((tmp_path / "run/manifest.json").read_text())
+    score = manifest["generations"]["0"]["steps"]["score"]
+    assert score["done"] and score["counts"]["scored"] == 1
+    scored = [json.loads(line) for line in
+              (tmp_path / "run/gen_0/scored.jsonl").read_text().splitlines()]
+    assert [r["score"] for r in scored] == [pytest.approx(0.81), None]

@@ -74,3 +74,14 @@ def test_pool_diversity_counts_distinct_samples_and_selected_share():
     assert d["unique_per_problem_min"] == 1 and d["unique_per_problem_max"] == 2
     assert d["wrong_share"] == pytest.approx(2 / 3)
     assert d["selected_share_of_pool"] == 0.5
+
+
+def test_ungraded_samples_are_not_taken_as_convincing_wrong_answers():
+    # 1 and 3 ungraded (timeout, no gold), scored highest; 0 graded wrong; 2 right
+    pool = [cand("p", 0, 0.2, False), cand("p", 1, 0.9, None), cand("p", 2, 0.5, True),
+            cand("p", 3, 0.8, None)]
+    chosen = select_convincing(pool, SelectionConfig(per_problem=2, convincing_wrong_share=1.0))
+    assert [c.sample_index for c in chosen] == [0, 1]  # the wrong one, then the best of the rest
+    chosen = select_convincing(pool, SelectionConfig(per_problem=3, convincing_wrong_share=0.8))
+    assert [c.sample_index for c in chosen] == [0, 1, 3]
+    assert pool_diversity(pool)["wrong_share"] == 0.25

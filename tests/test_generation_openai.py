@@ -15,7 +15,7 @@ from fake_openai_server import FakeOpenAIServer, sample_text
 
 from prmkit.errors import PrmkitError
 from prmkit.generation import Prompt, SampleRequest, SamplingParams, get_sampler, retry
-from prmkit.generation.openai_backend import OpenAISampler, _share_tokens
+from prmkit.generation.openai_backend import OpenAISampler, _completions, _share_tokens
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 PARAMS = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=16)
@@ -331,3 +331,18 @@ def test_backends_without_their_own_iter_generate_yield_index_and_output_of_gene
     reqs = requests(3)
     assert [(i, o.key) for i, o in Echo().iter_generate(reqs, PARAMS)] == [
         (0, "k0"), (1, "k1"), (2, "k2")]
+
+
+def test_vllm_null_stop_reason_is_read_as_the_end_of_sequence():
+    from prmkit.search.config import SearchConfig
+    from prmkit.search.core import Expand, extend
+
+    choices = [{"index": 0, "text": "It is 5.", "finish_reason": "stop", "stop_reason": None},
+               {"index": 1, "text": "First", "finish_reason": "stop", "stop_reason": "\n\n"},
+               {"index": 2, "text": "No report", "finish_reason": "stop"}]
+    eos, step, unknown = _completions(choices, 9, False, PARAMS)
+    assert eos.extra["stop_reason"] is None and step.extra["stop_reason"] == "\n\n"
+    assert "stop_reason" not in unknown.extra
+    config = SearchConfig(approach="beam_search", n=4, beam_width=2)
+    ends = [extend(None, c, 0, Expand(None, 1), config).end for c in (eos, step, unknown)]
+    assert ends == ["eos", "", ""]  # a finished candidate leaves the beam at once

@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 
 from prmkit.data.records import StepExample
 from prmkit.errors import PrmkitError
+from prmkit.scoring.aggregate import fill_null_steps
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,17 @@ class Labeler(Protocol):
 
 def _check_probs(step_probs: Sequence[float]) -> None:
     for i, p in enumerate(step_probs):
-        if p is None or not 0.0 <= p <= 1.0:
+        if not 0.0 <= p <= 1.0:
             raise PrmkitError(f"step {i}: probability must lie in [0, 1], got {p!r}")
 
 
-def process_labels_from_step_probs(step_probs: Sequence[float], threshold: float = 0.2) -> list[int]:
+def process_labels_from_step_probs(step_probs: Sequence[float | None],
+                                   threshold: float = 0.2) -> list[int]:
     """PRM_large as labeller: +1 per step up to the first step with P(wrong) = 1 - p >
-    threshold, which gets -1; steps after it are not labelled (list ends there)."""
+    threshold, which gets -1; steps after it are not labelled (list ends there). A step
+    the PRM could not see (None: cut by its max_length) follows prmkit's null-step rule:
+    it scores `NULL_STEP_SCORE` (0.0), so it is the first error at the latest."""
+    step_probs = fill_null_steps(step_probs)
     _check_probs(step_probs)
     out = []
     for p in step_probs:
@@ -70,8 +75,10 @@ def process_labels_from_step_probs(step_probs: Sequence[float], threshold: float
     return out
 
 
-def outcome_label_from_step_probs(step_probs: Sequence[float], threshold: float = 0.2) -> bool:
-    """Correct only if every step is (P(wrong) <= threshold at every step)."""
+def outcome_label_from_step_probs(step_probs: Sequence[float | None],
+                                  threshold: float = 0.2) -> bool:
+    """Correct only if every step is (P(wrong) <= threshold at every step; a null step is
+    wrong)."""
     return all(v == 1 for v in process_labels_from_step_probs(step_probs, threshold))
 
 
@@ -115,13 +122,14 @@ def write_examples(examples: Sequence[StepExample], path: str | os.PathLike) -> 
 
 # ---- sources ---------------------------------------------------------------------------
 
-StepProbs = Callable[[Sequence[tuple[str, Sequence[str]]]], list[list[float]]]
+StepProbs = Callable[[Sequence[tuple[str, Sequence[str]]]], list[list[float | None]]]
 
 
 @dataclass
 class LargePRMLabeler:
-    """A large PRM as labeller. `step_probs`: (problem, steps) pairs -> P(correct) per step,
-    e.g. `prmkit.scoring.Scorer.score`."""
+    """A large PRM as labeller. `step_probs`: (problem, steps) pairs -> P(correct) per step
+    (None for a step cut by the PRM's max_length: wrong, by the null-step rule), e.g.
+    `prmkit.scoring.Scorer.score`."""
 
     step_probs: StepProbs
     supervision: Literal["process", "outcome"] = "process"

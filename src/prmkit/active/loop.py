@@ -218,10 +218,10 @@ class ActiveLoop:
 
         d, s = self._gen_dir(g), self.config.selector
         rows = read_jsonl(d / "samples.jsonl")
+        for r in rows:  # rows without steps (an empty completion) stay unscored
+            r["score"] = None
         folder = self._selector_model(g)
         if folder is None:
-            for r in rows:
-                r["score"] = None
             counts = {"selector": None}
         else:
             scorer = Scorer.from_pretrained(folder, token_budget=s.token_budget, dtype=s.dtype)
@@ -250,7 +250,7 @@ class ActiveLoop:
         uniform = c.method == "uniform" or any(r["score"] is None for r in fresh)
         rng = random.Random(f"{c.seed}:{g}")
         pool = [Candidate(r["unique_id"], r["sample_index"], dedupe_key(r["steps"]),
-                          rng.random() if uniform else r["score"], r["is_correct"] is True)
+                          rng.random() if uniform else r["score"], r["is_correct"])
                 for r in fresh]
         config = SelectionConfig(per_problem=c.per_problem, scope=c.scope,
                                  global_top_k=c.global_top_k,
@@ -262,7 +262,8 @@ class ActiveLoop:
         return ["selected.jsonl"], {
             "method": "uniform" if uniform else "convincing", "pool": len(rows),
             "already_labelled": len(rows) - len(fresh), "selected": len(picked),
-            "selected_wrong": sum(r["is_correct"] is not True for r in picked),
+            "selected_wrong": sum(r["is_correct"] is False for r in picked),
+            "selected_ungraded": sum(r["is_correct"] is None for r in picked),
             "diversity": pool_diversity(pool, chosen)}
 
     def _labeler(self, g: int):

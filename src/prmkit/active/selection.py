@@ -2,7 +2,9 @@
 
 A selector PRM scores a large pool of samples per problem; per problem (or over the
 whole pool) a share of the labelling budget goes to the highest-scored samples whose final
-answer is wrong, the rest to the highest-scored of the remaining samples, right or wrong.
+answer is graded wrong, the rest to the highest-scored of the remaining samples: right,
+wrong, or ungraded (no gold answer, or the grader could not decide: never counted as
+wrong).
 Duplicates (equal `dedupe_key` within a problem) are labelled once.
 """
 
@@ -24,7 +26,7 @@ class Candidate:
     sample_index: int
     dedupe_key: str  # normalised text of the steps; equal keys are duplicates
     score: float  # the selector PRM's aggregated score (higher = more convincing)
-    correct: bool  # the grader's verdict on the final answer
+    correct: bool | None  # the grader's verdict on the final answer; None: ungraded
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,10 @@ def _distinct(pool: Sequence[Candidate]) -> list[Candidate]:
 
 
 def _take(distinct: list[Candidate], n: int, share: float) -> list[Candidate]:
-    """`round(n * share)` best wrong answers, then the best of the rest up to `n`."""
+    """`round(n * share)` best wrong answers (graded wrong: an ungraded one is not), then
+    the best of the rest up to `n`."""
     n_wrong = math.floor(n * share + 0.5)
-    wrong = [c for c in distinct if not c.correct][:n_wrong]
+    wrong = [c for c in distinct if c.correct is False][:n_wrong]
     chosen = {(c.problem_id, c.sample_index) for c in wrong}
     rest = [c for c in distinct if (c.problem_id, c.sample_index) not in chosen]
     return wrong + rest[: n - len(wrong)]
@@ -82,7 +85,8 @@ def select_convincing(pool: Sequence[Candidate], config: SelectionConfig) -> lis
     """The candidates to label, deterministic for a given pool (ties by problem, index).
 
     Per problem (or over the pool, scope "global"): `convincing_wrong_share` of the budget
-    from the highest-scored wrong answers, the rest from the highest-scored of the others;
+    from the highest-scored answers graded wrong, the rest from the highest-scored of the
+    others (ungraded ones included);
     with too few wrong answers the rest fills the budget. Output: problems in sorted order,
     each problem's wrong picks then its other picks, each by decreasing score.
     """
@@ -103,7 +107,7 @@ def pool_diversity(pool: Sequence[Candidate],
     """How varied the pool is, and how much of it a selection takes.
 
     distinct_share: distinct (problem, key) over pool size; unique_per_problem_*: distinct
-    samples per problem; wrong_share: wrong answers among distinct samples; with
+    samples per problem; wrong_share: answers graded wrong among distinct samples; with
     `selected`, selected_share_of_pool and selected_share_of_distinct (the paper's largest
     selection took 200 of 1,000 samples per problem, a share large enough to bend its trend).
     """
@@ -120,7 +124,8 @@ def pool_diversity(pool: Sequence[Candidate],
         "unique_per_problem_mean": float(statistics.fmean(counts)),
         "unique_per_problem_min": float(min(counts)),
         "unique_per_problem_max": float(max(counts)),
-        "wrong_share": (sum(not c.correct for c in distinct) / len(distinct)) if distinct else 0.0,
+        "wrong_share": (sum(c.correct is False for c in distinct) / len(distinct)
+                        if distinct else 0.0),
     }
     if selected is not None:
         out["selected"] = float(len(selected))

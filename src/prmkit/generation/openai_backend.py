@@ -278,8 +278,9 @@ def _completions(choices: list[dict], total_tokens: int | None, chat: bool,
             extra["num_tokens_estimated"] = True
         if choice.get("finish_reason") not in ("stop", "length"):
             extra["finish_reason"] = choice.get("finish_reason")
-        if choice.get("stop_reason") is not None:
-            extra["stop_reason"] = choice["stop_reason"]
+        if "stop_reason" in choice:  # vLLM: the stop string, or null at the end of sequence
+            reason = choice["stop_reason"]
+            extra["stop_reason"] = reason if isinstance(reason, str) else None
         out.append(Completion(text or "", count, finish, extra))
     return out
 
