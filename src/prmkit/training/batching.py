@@ -134,7 +134,8 @@ class RowPredictions:
 @torch.no_grad()
 def predict_rows(model, rows: Sequence[PackedRow], pad_id: int, batch_tokens: int,
                  max_rows: int | None = None, bf16: bool = True,
-                 device: torch.device | str = "cpu", progress: bool = False) -> RowPredictions:
+                 device: torch.device | str = "cpu", progress: bool = False,
+                 desc: str = "predicting") -> RowPredictions:
     """Forward every row (token-budget batches) and read the labelled positions."""
     from tqdm import tqdm
 
@@ -142,7 +143,7 @@ def predict_rows(model, rows: Sequence[PackedRow], pad_id: int, batch_tokens: in
     model.eval()
     probs, truth, weights, losses = [], [], [], []
     batches = token_batches([len(r) for r in rows], batch_tokens, max_rows)
-    for b in tqdm(batches, desc="predicting", unit="batch", disable=not progress):
+    for b in tqdm(batches, desc=desc, unit="batch", disable=not progress):
         batch = collate([rows[r] for r in b], pad_id).to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(batch.input_ids, batch.label_positions, batch.attention_mask,

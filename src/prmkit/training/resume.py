@@ -17,7 +17,8 @@ from prmkit.errors import PrmkitError
 
 # Keys that change how a run is watched, not what it computes.
 OPERATIONAL_KEYS = {"resume", "force", "progress", "num_threads", "log_every", "eval_every",
-                    "save_every", "keep_checkpoints", "output_dir"}
+                    "eval_max_examples", "final_eval", "save_every", "keep_checkpoints",
+                    "output_dir"}
 
 
 def _examples_digest(examples) -> str:

@@ -81,6 +81,10 @@ class RewardTrainingConfig:
     load_in_4bit: bool = False  # QLoRA: NF4 base weights (bitsandbytes, CUDA only)
     num_threads: int | None = None  # torch CPU threads
     eval_every: int = 0  # optimizer steps; 0 = only at the end
+    # Held-out evaluation on a seeded random N of the eval examples (None: all of them);
+    # final_eval=false skips the evaluation after training (the model is saved first).
+    eval_max_examples: int | None = None
+    final_eval: bool = True
     save_every: int = 0  # optimizer steps; 0 = no intermediate checkpoints
     keep_checkpoints: int = 2
     log_every: int = 10
@@ -107,6 +111,8 @@ class RewardTrainingConfig:
         need(self.batch_tokens > 0, "batch_tokens must be positive")
         need(self.max_rows is None or self.max_rows >= 1, "max_rows must be at least 1")
         need(self.grad_accum >= 1, "grad_accum must be at least 1")
+        need(self.eval_max_examples is None or self.eval_max_examples >= 1,
+             "eval_max_examples must be at least 1 (null: every eval example)")
         need(0.0 <= self.data.eval_fraction < 1.0, "data.eval_fraction must lie in [0, 1)")
         need(0.0 <= self.warmup_ratio < 1.0, "warmup_ratio must lie in [0, 1)")
         need(self.schedule in ("cosine", "linear", "constant"),

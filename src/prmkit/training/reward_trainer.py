@@ -30,6 +30,7 @@ from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
 from prmkit.training import checkpointing as ckpt
 from prmkit.training import distributed as dist
+from prmkit.training import held_out
 from prmkit.training.batching import (
     RowPredictions,
     collate,
@@ -212,6 +213,8 @@ class RewardTrainer:
         t0 = time.perf_counter()
         train_ex = self._drop_long_prompts(train_ex, encoder, "train")
         eval_ex = self._drop_long_prompts(eval_ex, encoder, "eval") if eval_ex else []
+        eval_available = len(eval_ex)
+        eval_ex = held_out.limit_examples(eval_ex, cfg.eval_max_examples, cfg.seed)
         train_rows = self.build_rows(train_ex, encoder)
         # Held-out metrics count every distinct labelled step once, however many
         # examples share it (a kept prefix step is in every example after it).
@@ -227,6 +230,8 @@ class RewardTrainer:
             "train_label_sources": sum(len(s) for r in train_rows for s in r.sources),
             "rows_seconds": round(time.perf_counter() - t0, 2),
         })
+        if eval_rows:
+            self.data_stats.update(held_out.eval_size(eval_rows, len(eval_ex), eval_available))
         if not train_rows:
             raise PrmkitError("no labelled steps fit in model.step_format.max_length")
         batches = token_batches([len(r) for r in train_rows], cfg.batch_tokens, cfg.max_rows)
@@ -336,12 +341,13 @@ class RewardTrainer:
                     self._log(metrics_path, {"type": "train", **last})
                     tokens_since, labels_since, t_since = 0, 0, now
                     if progress is not None:
-                        progress.set_postfix(loss=f"{last_loss:.4f}", tok_s=f"{tps:.0f}")
+                        progress.set_postfix_str(held_out.train_postfix(step, last_loss, tps))
                 if progress is not None:
                     progress.update(1)
                 if eval_rows and cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
                     self._log(metrics_path, {"type": "eval", "step": step,
-                                             **self.evaluate(model, eval_rows, pad_id)})
+                                             **self.evaluate(model, eval_rows, pad_id,
+                                                             desc=f"eval at step {step}")})
                     model.train()
                 if cfg.save_every and step % cfg.save_every == 0 and step < total_steps:
                     self._save_checkpoint(out, step, raw, optimizer, scheduler)
@@ -361,16 +367,24 @@ class RewardTrainer:
                 f.write(json.dumps(dict(self.data_stats), indent=2) + "\n")
         acc.wait_for_everyone()
         final_eval = {}
-        if eval_rows:
-            final_eval = self.evaluate(model, eval_rows, pad_id)
+        if eval_rows and cfg.final_eval:
+            if acc.is_main_process:
+                held_out.say(held_out.final_eval_notice(
+                    model_dir, self.data_stats, last.get("tokens_per_s")))
+            final_eval = self.evaluate(model, eval_rows, pad_id, desc="final eval")
             self._log(metrics_path, {"type": "eval", "step": step, **final_eval})
+        elif eval_rows and acc.is_main_process:
+            held_out.say(f"model saved to {model_dir}; final evaluation skipped "
+                         "(final_eval=false)")
         return TrainResult(out, model_dir, step, {"train": last, "eval": final_eval},
                            dict(self.data_stats))
 
     # ---- evaluation ---------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, model, rows: Sequence[PackedRow], pad_id: int) -> dict:
-        """Weighted loss, step accuracy (P(correct) >= 0.5 vs target >= 0.5) and AUROC."""
+    def evaluate(self, model, rows: Sequence[PackedRow], pad_id: int,
+                 desc: str = "eval") -> dict:
+        """Weighted loss, step accuracy (P(correct) >= 0.5 vs target >= 0.5) and AUROC;
+        a progress bar (main process) when config.progress."""
         from accelerate.utils import gather_object
 
         acc = self.accelerator
@@ -378,11 +392,15 @@ class RewardTrainer:
         lengths = [len(r) for r in rows]
         batches = token_batches(lengths, cfg.batch_tokens, cfg.max_rows)
         mine = batches[acc.process_index::acc.num_processes]
+        show = bool(cfg.progress and acc.is_main_process)
         if self.engine in dist.SHARDED:
             # Each forward gathers weights from every process: all run the same number of
             # batches (a spare one repeats the first batch, and is dropped).
             forward, preds = dist.WrappedForward(model, acc.unwrap_model(model)), []
-            for i in range(math.ceil(len(batches) / acc.num_processes)):
+            from tqdm.auto import trange
+
+            for i in trange(math.ceil(len(batches) / acc.num_processes), desc=desc,
+                            unit="batch", disable=not show):
                 b = mine[i] if i < len(mine) else batches[0]
                 p = predict_rows(forward, [rows[r] for r in b], pad_id, cfg.batch_tokens,
                                  cfg.max_rows, cfg.bf16, acc.device)
@@ -391,7 +409,8 @@ class RewardTrainer:
         else:
             mine_rows = [rows[i] for b in mine for i in b]
             preds = [predict_rows(acc.unwrap_model(model), mine_rows, pad_id, cfg.batch_tokens,
-                                  cfg.max_rows, cfg.bf16, acc.device)] if mine_rows else []
+                                  cfg.max_rows, cfg.bf16, acc.device, progress=show,
+                                  desc=desc)] if mine_rows else []
         parts = [p for p in gather_object(preds) if len(p.probs)]  # every process's, flattened
         if not parts:
             return {}
