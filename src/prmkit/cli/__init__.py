@@ -15,7 +15,7 @@ from prmkit import __version__
 from prmkit.errors import PrmkitError
 
 COMMAND_MODULES = ["data", "grade", "train", "score", "export", "select", "eval", "generate", "search", "active", "cache",
-                   "label", "demo"]
+                   "label", "demo", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:

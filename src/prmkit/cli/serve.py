@@ -1,0 +1,116 @@
+"""`prmkit serve MODEL_DIR`: a process reward model as a reward service (docs/rl.md).
+
+The API key comes from $PRMKIT_API_KEY or --api-key-file (never the command line, where
+other users of the machine can read it). Without a key the server only binds a loopback
+address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+from pathlib import Path
+
+from prmkit.errors import PrmkitError
+from prmkit.scoring.aggregate import AGGREGATIONS
+
+API_KEY_ENV = "PRMKIT_API_KEY"
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    if args.api_key_file:
+        path = Path(args.api_key_file)
+        try:
+            key = path.read_text().strip()
+        except OSError as e:
+            raise PrmkitError(f"--api-key-file {path}: {e.strerror}") from None
+        if not key:
+            raise PrmkitError(f"--api-key-file {path} is empty")
+        return key
+    return os.environ.get(API_KEY_ENV) or None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from prmkit.rewards.serving.engine import EngineSettings
+
+    key = api_key(args)
+    if key is None and not _loopback(args.host):
+        raise PrmkitError(f"--host {args.host} is not a loopback address: set ${API_KEY_ENV} or "
+                          f"--api-key-file so that only your trainers can ask for rewards")
+    settings = EngineSettings(token_budget=args.batch_tokens, max_wait_ms=args.max_wait_ms,
+                              max_queue_items=args.max_queue,
+                              max_batch_requests=args.max_batch_requests)
+    try:
+        from prmkit.rewards.serving import protocol
+        rules = protocol.TextRules(args.problem_regex, tuple(args.strip_text))
+    except ValueError as e:  # a bad regular expression
+        raise PrmkitError(f"--problem-regex: {e}") from None
+
+    import uvicorn
+
+    from prmkit.rewards.serving import RewardEngine, ScorerBackend, create_app
+
+    backend = ScorerBackend.from_pretrained(
+        args.model_dir, token_budget=args.batch_tokens, dtype=args.dtype, device=args.device,
+        policy_tokenizer=args.policy_tokenizer, aggregation=args.aggregation)
+    engine = RewardEngine(backend.score, backend.count_tokens, settings)
+    app = create_app(engine, api_key=key, rules=rules,
+                     has_policy_tokenizer=args.policy_tokenizer is not None)
+    if key is None:
+        print(f"prmkit: note: no API key (${API_KEY_ENV}); serving {args.host} only",
+              file=sys.stderr)
+    logging.getLogger("prmkit.rewards.serving").setLevel(args.log_level.upper()
+                                                         if args.log_level != "trace" else "DEBUG")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=args.graceful_timeout)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="serve a reward model's step rewards over HTTP (OpenRLHF remote protocol)",
+        description="POST /get_reward (OpenRLHF's remote reward protocol), POST "
+                    "/v1/step_rewards (per-step rewards with spans), GET /health, GET /metrics "
+                    "(Prometheus). Requests from all clients are batched under a token budget.")
+    p.add_argument("model_dir", help="a reward model folder written by save_pretrained")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key-file", help=f"a file holding the API key (default: ${API_KEY_ENV})")
+    p.add_argument("--batch-tokens", type=int, default=16384,
+                   help="tokens (prompt + completion) per batch and per forward pass")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long a batch waits for more requests once it has one")
+    p.add_argument("--max-queue", type=int, default=4096,
+                   help="completions waiting at most; beyond that: 503 with Retry-After")
+    p.add_argument("--max-batch-requests", type=int, default=None,
+                   help="requests per batch at most (1: one forward per request)")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+    p.add_argument("--device", default="auto",
+                   help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")
+    p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
+                   help="completion score from step rewards (default: the model's setting)")
+    p.add_argument("--policy-tokenizer", default=None,
+                   help="the policy's tokenizer folder: step ends as policy token indices")
+    p.add_argument("--problem-regex", default=None,
+                   help="a regular expression whose group (?P<problem>...) picks the problem "
+                        "out of a templated prompt (default: the whole prompt)")
+    p.add_argument("--strip-text", action="append", default=[], metavar="TEXT",
+                   help="remove TEXT from responses, e.g. the policy's end-of-turn token "
+                        "(repeatable)")
+    p.add_argument("--graceful-timeout", type=float, default=60.0,
+                   help="seconds to finish in-flight requests on SIGTERM / Ctrl-C")
+    p.add_argument("--log-level", default="info",
+                   choices=("critical", "error", "warning", "info", "debug", "trace"))
+    p.set_defaults(func=cmd_serve)

@@ -1,0 +1,152 @@
+"""The HTTP layer of the reward server: parse, validate, await the engine.
+
+Every route first checks who is asking (`Authorization: Bearer KEY` or `X-API-Key: KEY`
+when the server has a key) and only then reads the body, in bounded size. Answers:
+401 without the key, 413 for a body or request too large, 422 naming the bad field,
+503 with Retry-After when the queue is full or the server is stopping, 499 (logged
+only: nobody reads it) when the client went away before its rewards were ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+
+from prmkit.rewards.serving import protocol
+from prmkit.rewards.serving.engine import Overloaded, RewardEngine, TooLarge
+from prmkit.rewards.serving.metrics import CONTENT_TYPE, ServerMetrics
+
+log = logging.getLogger("prmkit.rewards.serving")
+CLIENT_GONE = 499
+DEFAULT_MAX_BODY = 64 << 20
+
+
+def _authorizer(api_key: str | None) -> Callable[[Request], None]:
+    expected = api_key.encode() if api_key else None
+
+    def authorized(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("x-api-key")
+        auth = request.headers.get("authorization", "")
+        if given is None and auth[:7].lower() == "bearer ":
+            given = auth[7:].strip()
+        if not given or not secrets.compare_digest(given.encode(), expected):
+            raise HTTPException(401, "missing or wrong API key",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    return authorized
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"body of {declared} bytes; this server takes at most {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, f"body over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _client_gone(request: Request) -> None:
+    """Returns once the client has closed its connection (the body is read by then)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _error(status: int, message: str, field: str | None = None, **headers) -> JSONResponse:
+    body = {"error": message} | ({"field": field} if field else {})
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def create_app(engine: RewardEngine, *, api_key: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY,
+               rules: protocol.TextRules | None = None,
+               has_policy_tokenizer: bool = False) -> FastAPI:
+    """The app over `engine` (started and drained by the app's lifespan)."""
+    metrics = engine.observer if isinstance(engine.observer, ServerMetrics) else ServerMetrics()
+    engine.observer = metrics
+    rules = rules or protocol.TextRules()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.close()  # uvicorn has let in-flight requests finish; drain the rest
+
+    app = FastAPI(title="prmkit reward server", lifespan=lifespan, docs_url=None,
+                  redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(_authorizer(api_key))])
+    app.state.engine, app.state.metrics = engine, metrics
+
+    async def answer(request: Request, route: str, model, to_items, to_response) -> Response:
+        start = time.monotonic()
+        try:
+            req = protocol.parse(model, await read_body(request, max_body_bytes))
+            future = engine.enqueue(to_items(req))
+        except protocol.BadField as e:
+            metrics.answered(route, 422)
+            return _error(422, str(e), e.field)
+        except TooLarge as e:
+            metrics.answered(route, 413)
+            return _error(413, str(e))
+        except Overloaded as e:
+            metrics.answered(route, 503)
+            return _error(503, str(e), **{"Retry-After": str(e.retry_after)})
+        except HTTPException as e:
+            metrics.answered(route, e.status_code)
+            raise
+        gone = asyncio.ensure_future(_client_gone(request))
+        try:
+            await asyncio.wait({future, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not future.done():
+                future.cancel()  # the engine drops it (or its results) and goes on
+        if future.cancelled():
+            metrics.answered(route, CLIENT_GONE)
+            return Response(status_code=CLIENT_GONE)
+        if future.exception() is not None:
+            metrics.answered(route, 500)
+            return _error(500, f"scoring failed: {future.exception()}")
+        metrics.answered(route, 200, time.monotonic() - start)
+        return JSONResponse(to_response(req, future.result()))
+
+    @app.post("/get_reward")
+    async def get_reward(request: Request) -> Response:
+        return await answer(request, "/get_reward", protocol.OpenRLHFRequest,
+                            lambda r: protocol.openrlhf_items(r, rules),
+                            lambda r, res: protocol.openrlhf_response(res))
+
+    @app.post("/v1/step_rewards")
+    async def step_rewards(request: Request) -> Response:
+        return await answer(request, "/v1/step_rewards", protocol.StepRewardsRequest,
+                            lambda r: protocol.step_items(r, rules, has_policy_tokenizer),
+                            lambda r, res: protocol.step_response(res, r.request_id))
+
+    @app.get("/health")
+    async def health() -> Response:
+        requests, items = engine.queue_depth
+        ok = engine.running
+        return JSONResponse({"status": "ok" if ok else "stopping", "queue_requests": requests,
+                             "queue_completions": items}, status_code=200 if ok else 503)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    return app

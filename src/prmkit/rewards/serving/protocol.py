@@ -1,0 +1,156 @@
+"""Request and response bodies of the reward server, and their translation to engine items.
+
+`POST /get_reward` speaks OpenRLHF's remote reward protocol: it sends
+`{"query": [prompt + response, ...], "prompts": [...], "labels": [...]}` (newer versions
+may add fields such as `datasources`; they are ignored) and reads `rewards` (one float
+each), `scores` (used for dynamic filtering) and `extra_logs` (name -> one value each).
+The response of each query is the text after its prompt.
+
+`POST /v1/step_rewards` returns the step contract (`prmkit.rewards.contract`):
+`{"prompts": [...], "completions": [...], "policy_token_ids": [[...], ...] | null}` ->
+`{"results": [{"steps": [{"probability", "char_start", "char_end", "policy_token_end"}],
+"score"}], "request_id"}`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from prmkit.rewards.contract import CompletionRewards
+from prmkit.rewards.serving.engine import Item
+from prmkit.scoring.aggregate import NULL_STEP_SCORE
+
+
+class BadField(ValueError):
+    """Input that names the field at fault (HTTP 422)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _equal_lengths(first: str, values: list, **others: list | None) -> None:
+    for name, other in others.items():
+        if other is not None and len(other) != len(values):
+            raise BadField(name, f"has {len(other)} entries but {first} has {len(values)}")
+
+
+class OpenRLHFRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    query: list[str]
+    prompts: list[str] | None = None
+    labels: list[Any] | None = None
+
+
+class StepRewardsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompts: list[str]
+    completions: list[str]
+    policy_token_ids: list[list[int] | None] | None = None
+    request_id: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        _equal_lengths("prompts", self.prompts, completions=self.completions,
+                       policy_token_ids=self.policy_token_ids)
+        return self
+
+
+def field_name(loc: Sequence[Any]) -> str:
+    """("prompts", 3) -> "prompts[3]"."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def validation_problem(error: ValidationError) -> BadField:
+    first = error.errors()[0]
+    loc = first["loc"]
+    if first["type"] == "value_error" and isinstance(first.get("ctx", {}).get("error"), BadField):
+        return first["ctx"]["error"]
+    return BadField(field_name(loc), first["msg"])
+
+
+def parse(model: type[BaseModel], body: bytes) -> BaseModel:
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as e:
+        raise validation_problem(e) from None
+
+
+@dataclass(frozen=True)
+class TextRules:
+    """How the server turns a query into what the PRM reads.
+
+    problem_regex: a regular expression whose group `problem` picks the problem out of a
+    templated prompt (e.g. the user turn of a chat template); None: the prompt as it is.
+    strip: strings removed from responses (the policy's end-of-turn or padding tokens).
+    """
+
+    problem_regex: str | None = None
+    strip: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.problem_regex is not None and "problem" not in re.compile(
+                self.problem_regex).groupindex:
+            raise ValueError(f"problem_regex {self.problem_regex!r} has no (?P<problem>...) group")
+
+    def problem(self, prompt: str, field: str) -> str:
+        if self.problem_regex is None:
+            return prompt
+        m = re.search(self.problem_regex, prompt, flags=re.DOTALL)
+        if m is None:
+            raise BadField(field, "does not match the server's --problem-regex")
+        return m["problem"]
+
+    def response(self, text: str) -> str:
+        for s in self.strip:
+            text = text.replace(s, "")
+        return text
+
+
+def openrlhf_items(req: OpenRLHFRequest, rules: TextRules) -> list[Item]:
+    if req.prompts is None:
+        raise BadField("prompts", "is required: the response of each query is the text after "
+                                  "its prompt")
+    _equal_lengths("query", req.query, prompts=req.prompts, labels=req.labels)
+    items = []
+    for i, (query, prompt) in enumerate(zip(req.query, req.prompts, strict=True)):
+        at = query.find(prompt)
+        if at < 0:
+            raise BadField(f"query[{i}]", f"does not contain prompts[{i}]")
+        response = rules.response(query[at + len(prompt):])
+        items.append(Item(rules.problem(prompt, f"prompts[{i}]"), response))
+    return items
+
+
+def step_items(req: StepRewardsRequest, rules: TextRules, has_policy_tokenizer: bool) -> list[Item]:
+    if req.policy_token_ids is not None and not has_policy_tokenizer:
+        raise BadField("policy_token_ids", "this server has no policy tokenizer to decode them "
+                                           "(start it with --policy-tokenizer)")
+    ids = req.policy_token_ids or [None] * len(req.prompts)
+    return [Item(rules.problem(p, f"prompts[{i}]"), rules.response(c),
+                 None if t is None else tuple(t))
+            for i, (p, c, t) in enumerate(zip(req.prompts, req.completions, ids, strict=True))]
+
+
+def openrlhf_response(results: Sequence[CompletionRewards]) -> dict:
+    """rewards = scores = each completion's score (NULL_STEP_SCORE when it has none);
+    extra_logs: steps per completion and whether its score was null."""
+    rewards = [NULL_STEP_SCORE if r.score is None else r.score for r in results]
+    return {"rewards": rewards, "scores": list(rewards),
+            "extra_logs": {"prm_steps": [float(len(r.steps)) for r in results],
+                           "prm_null_score": [float(r.score is None) for r in results]}}
+
+
+def step_response(results: Sequence[CompletionRewards], request_id: str | None) -> dict:
+    return {"results": [{"steps": [{"probability": s.probability, "char_start": s.char_start,
+                                    "char_end": s.char_end, "policy_token_end": s.policy_token_end}
+                                   for s in r.steps], "score": r.score} for r in results],
+            "request_id": request_id}
