@@ -66,6 +66,23 @@ def test_beam_search_keeps_n_over_m_per_round_and_expands_each_into_m():
     assert labels(res.candidates[res.chosen]) == ["0", "0.0", "0.0.0"]  # .9 * .9 * .9
 
 
+def test_beam_search_expands_only_the_open_candidates_when_fewer_than_n_over_m():
+    sampler = TreeSampler(depth=3)
+    ending = {"0", "1", "2", "3", "4", "5"}  # six of round 0's eight first steps end
+
+    def step(label):
+        text, ends = TreeSampler.step(sampler, label)
+        return (f"step {label}: the answer is \\boxed{{1}}", True) if label in ending \
+            else (text, ends)
+
+    sampler.step = step
+    [res] = search("beam_search", sampler, TableScorer(DECREASING), n=8, beam_width=2)
+    # N/M = 4 would be kept, but only 6 and 7 are open: 2 x M = 4 samples, not N = 8
+    assert [(e["parent"], e["n"]) for e in sampler.log[1:3]] == [("6", 2), ("7", 2)]
+    assert [r["sampled"] for r in res.details["rounds"]][:2] == [8, 4]
+    assert res.details["rounds"][0]["kept"] == 2
+
+
 def test_beam_search_retires_completed_candidates_and_stops_at_n_completed():
     # depth 1: every first step ends the solution, so round 0 completes all N
     sampler = TreeSampler(depth=1)
@@ -91,8 +108,10 @@ def test_dvts_subtrees_are_independent_and_greedy():
              "0.1.0": 0.7, "0.1.1": 0.9, "2.0.0": 0.4, "2.0.1": 0.2}
     sampler = TreeSampler(depth=3)
     [res] = search("dvts", sampler, TableScorer(table), n=4, beam_width=2)
-    assert [labels(c) for c in res.candidates] == [["0", "0.1", "0.1.1"], ["2", "2.0", "2.0.0"]]
-    assert [c.subtree for c in res.candidates] == [0, 1]
+    # the pool: each subtree's M last-round children (N in all)
+    assert [labels(c) for c in res.candidates] == [
+        ["0", "0.1", "0.1.0"], ["0", "0.1", "0.1.1"], ["2", "2.0", "2.0.0"], ["2", "2.0", "2.0.1"]]
+    assert [c.subtree for c in res.candidates] == [0, 0, 1, 1]
     # one request of M per subtree per round, each from that subtree's own best child
     assert [(e["parent"], e["n"]) for e in sampler.log] == [
         ("", 2), ("", 2), ("0", 2), ("2", 2), ("0.1", 2), ("2.0", 2)]
@@ -103,8 +122,22 @@ def test_dvts_subtree_that_completes_early_stops_expanding():
     sampler = TreeSampler(depth=2)
     table = {"0": 0.9, "1": 0.1, "2": 0.2, "3": 0.3}
     [res] = search("dvts", sampler, TableScorer(table), n=4, beam_width=2)
-    assert len(res.candidates) == 2 and len(sampler.log) == 4
+    assert len(res.candidates) == 4 and len(sampler.log) == 4
     assert res.details["rounds"][-1]["completed"] == 2
+
+
+def test_dvts_pools_each_subtrees_m_last_children_so_the_vote_sees_n_answers():
+    # both subtrees end in round 2 (depth 3); before, the pool held only their best children
+    sampler = TreeSampler(depth=3, answers={"0.0.0": "7", "0.0.1": "7", "2.0.0": "5",
+                                            "2.0.1": "5"})
+    table = {"0": 0.9, "1": 0.1, "2": 0.8, "3": 0.2, "0.0": 0.5, "0.1": 0.4, "2.0": 0.6,
+             "2.1": 0.5, "0.0.0": 0.9, "0.0.1": 0.8, "2.0.0": 0.9, "2.0.1": 0.9}
+    [res] = search("dvts", sampler, TableScorer(table), n=4, beam_width=2)
+    assert len(res.candidates) == 4 and all(c.completed for c in res.candidates)
+    assert sorted(c.answer for c in res.candidates) == ["5", "5", "7", "7"]
+    # best: 0 .9 .5 .9 = .405 (7) vs 2 .8 .6 .9 = .432 (5); vote 5: .432 + .432, 7: .405 + .36
+    assert res.answer == "5" and res.candidates[res.details["weighted"]].answer == "5"
+
 
 
 def _bon_pool(table, answers):

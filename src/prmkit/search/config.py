@@ -22,9 +22,10 @@ TREE_APPROACHES = ("beam_search", "dvts")
 class SearchConfig:
     """One search setting.
 
-    n: the budget, total candidates per round (tree methods) or solutions (best-of-N).
-    beam_width: M; beam search keeps n/M candidates and expands each into M, DVTS runs
-    n/M subtrees of width M. max_steps: rounds of one step each (tree methods); the last
+    n: the budget: solutions (best-of-N), candidates sampled per round at most and final
+    pool size (tree methods). beam_width: M; beam search keeps the top n/M open candidates
+    (fewer when fewer are open) and expands each into M, DVTS runs n/M subtrees of width
+    M and pools each subtree's M last children. max_steps: rounds of one step each (tree methods); the last
     round samples every candidate to its end. sampling: temperature, top_p, stop strings,
     and max_tokens of a whole solution (best-of-N and the last round); step_max_tokens
     caps one step. aggregation: the one setting (prmkit.scoring.aggregate) used to rank,

@@ -223,7 +223,8 @@ class ProblemRun:
 
     def result(self, candidates: list[Candidate], approach: str) -> SearchResult:
         """The final pool: picks by top score ("best") and by score-weighted vote over
-        equivalent answers ("weighted"); the approach says which one is `chosen`."""
+        equivalent answers ("weighted"); the approach says which one is `chosen`. (In a
+        DVTS pool an open sibling never out-scores its subtree's completed best child.)"""
         best = top(candidates, 1)[0] if candidates else None
         best_index = candidates.index(best) if best is not None else -1
         weighted_index = self.weighted_pick(candidates)

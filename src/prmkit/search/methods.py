@@ -38,11 +38,12 @@ def best_of_n(run: ProblemRun) -> Method:
 
 
 def beam_search(run: ProblemRun) -> Method:
-    """N candidates advance one step per round; the top N/M (by aggregated score) of the
-    open ones are kept and each expanded into M. Completed candidates leave the beam; the
-    search ends once N have completed, none is open, or after max_steps rounds (the last
-    round samples each kept candidate to its end). The final pool is the N best
-    completed candidates."""
+    """Round 0 samples N first steps. Every round, completed candidates leave the beam and
+    the top N/M open ones (by aggregated score; all of them when fewer are open) are kept
+    and each expanded into M next steps: N new candidates while at least N/M are open,
+    fewer after. The search ends once N have completed, none is open, or after
+    max_steps rounds (the last round samples each kept candidate to its end). The final
+    pool is the N best completed candidates."""
     cfg = run.config
     finished: list[Candidate] = []
     kept: list[Candidate] = []
@@ -65,29 +66,31 @@ def beam_search(run: ProblemRun) -> Method:
 
 
 def dvts(run: ProblemRun) -> Method:
-    """Diverse verifier tree search: N/M independent subtrees, each a beam of width M that
-    keeps only its best child per round (greedy within the subtree) until that child is
-    complete; the subtrees' final candidates are pooled."""
+    """Diverse verifier tree search: N/M independent subtrees. Each round, each subtree's
+    current candidate is expanded into M next steps and only its best child is kept
+    (greedy within the subtree), until that best child is complete. The final pool holds
+    each subtree's M last-round children (the finished best and its siblings): N
+    candidates, as search-and-learn's DVTS, so the weighted vote runs over N answers."""
     cfg = run.config
     current: list[Candidate | None] = [None] * cfg.beams
-    final: list[Candidate | None] = [None] * cfg.beams
+    last_children: list[list[Candidate]] = [[] for _ in range(cfg.beams)]
+    finished = [False] * cfg.beams
     for rnd in range(cfg.max_steps):
         last = rnd == cfg.max_steps - 1
-        live = [t for t in range(cfg.beams) if final[t] is None]
+        live = [t for t in range(cfg.beams) if not finished[t]]
         expands = [Expand(current[t], cfg.beam_width, full=last, subtree=t) for t in live]
         kids_per_tree = yield expands
         run.score([c for kids in kids_per_tree for c in kids])
         for t, kids in zip(live, kids_per_tree):
             best = top(kids, 1)[0]
-            if best.completed:
-                final[t] = best
-            else:
-                current[t] = best
+            last_children[t] = kids
+            current[t] = best
+            finished[t] = best.completed
         run.rounds.append({"sampled": sum(map(len, kids_per_tree)), "kept": len(live),
-                           "completed": sum(f is not None for f in final)})
-        if all(f is not None for f in final):
+                           "completed": sum(finished)})
+        if all(finished):
             break
-    return run.result([f for f in final if f is not None], cfg.approach)
+    return run.result([c for kids in last_children for c in kids], cfg.approach)
 
 
 # One name-to-function table; weighted best-of-N samples as best-of-N and picks by vote.
