@@ -14,7 +14,7 @@ LAYERS = [
     {"models"},
     {"training", "scoring"},
     {"selection", "evaluation"},
-    {"generation", "search"},
+    {"generation", "search", "rewards"},
     {"active"},
     {"labeling", "demo"},
     {"cli"},
