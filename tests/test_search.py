@@ -313,3 +313,33 @@ def test_rescoring_scorer_counts_every_token_it_sends():
     scorer = RescoringScorer(Plain())
     assert scorer.score("p", [["a"], ["a", "b"]]) == [[0.5], [0.5, 0.5]]
     assert scorer.tokens_scored == 2 + 3
+
+
+@pytest.mark.parametrize("approach, what", [("beam_search", "beam"), ("dvts", "subtree")])
+def test_n_equal_to_beam_width_warns_of_a_single_beam(approach, what, caplog):
+    with caplog.at_level("WARNING", logger="prmkit.search"):
+        search(approach, TreeSampler(depth=2), TableScorer(), n=4, beam_width=4)
+    assert f"keeps a single {what} (n / beam_width = 1)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="prmkit.search"):
+        search(approach, TreeSampler(depth=2), TableScorer(), n=4, beam_width=2)
+    assert "single" not in caplog.text
+
+
+def test_generate_and_search_share_one_default_per_sampling_setting():
+    from prmkit.active.loop_config import GeneratorSection, LabelSection
+    from prmkit.cli import build_parser
+    from prmkit.generation.base import SamplingParams
+
+    defaults = SamplingParams()
+    assert SearchConfig().sampling == defaults
+    parser = build_parser()
+    for command in (["generate", "--model", "m", "--problems", "p", "-o", "o"],
+                    ["search", "--model", "m", "--prm", "r", "--problems", "p", "-o", "o"]):
+        args = parser.parse_args(command)
+        assert (args.temperature, args.top_p, args.max_tokens) == (
+            defaults.temperature, defaults.top_p, defaults.max_tokens), command
+    gen = GeneratorSection()
+    assert (gen.temperature, gen.top_p, gen.max_tokens) == (
+        defaults.temperature, defaults.top_p, defaults.max_tokens)
+    assert LabelSection().rollout_temperature == defaults.temperature

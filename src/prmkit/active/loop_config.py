@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prmkit.errors import PrmkitError
+from prmkit.generation.base import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from prmkit.training.reward_config import (
     _build,
     check_types,
@@ -29,9 +30,9 @@ class GeneratorSection:
     prompt_format: Literal["fewshot", "chat"] = "fewshot"
     step_separator: str = "\n\n"
     samples_per_problem: int = 16  # the pool each generation scores
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 512
+    temperature: float = DEFAULT_TEMPERATURE  # prmkit.generation's defaults
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int = 0  # generation g samples with seed + g
 
 
@@ -66,7 +67,7 @@ class LabelSection:
     mode: Literal["hard", "soft"] = "hard"
     search: Literal["all", "binary"] = "binary"
     rollout_max_tokens: int = 512
-    rollout_temperature: float = 1.0
+    rollout_temperature: float = DEFAULT_TEMPERATURE
     # queue: humans label <gen>/queue.jsonl and save it as <gen>/queue_labelled.jsonl
     allow_pending: bool = False  # train on a partly labelled queue
 

@@ -1,7 +1,10 @@
 """Sampler backend options shared by `prmkit generate` and `prmkit search`: typed flags,
-passed to the backend only when given."""
+passed to the backend only when given; and the sampling flags, whose defaults are
+`prmkit.generation.SamplingParams`'s (one default per setting)."""
 
 from __future__ import annotations
+
+from prmkit.generation.base import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 
 BACKEND_OPTIONS = {  # option -> help; passed to the backend only when given
     "device": "hf: e.g. cpu, cuda (default: cuda when available)",
@@ -23,6 +26,15 @@ def add_backend_arguments(parser) -> None:
     for name, help_text in BACKEND_OPTIONS.items():
         group.add_argument("--" + name.replace("_", "-"), type=OPTION_TYPES.get(name, str),
                            default=None, help=help_text)
+
+
+def add_sampling_arguments(parser, max_tokens_help: str) -> None:
+    parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE,
+                        help=f"0 is greedy (default {DEFAULT_TEMPERATURE})")
+    parser.add_argument("--top-p", type=float, default=DEFAULT_TOP_P,
+                        help=f"nucleus sampling (default {DEFAULT_TOP_P})")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                        help=f"{max_tokens_help} (default {DEFAULT_MAX_TOKENS})")
 
 
 def backend_options(args) -> dict:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from prmkit.cli.backend_options import add_backend_arguments, backend_options
+from prmkit.cli.backend_options import (
+    add_backend_arguments,
+    add_sampling_arguments,
+    backend_options,
+)
 
 
 def unescape(text: str) -> str:
@@ -46,9 +50,7 @@ def register(subparsers) -> None:
                    help="hf: transformers generate, no extra dependency (default); vllm: fast "
                         "in-process engine; openai: an OpenAI-compatible server")
     p.add_argument("--n", type=int, default=64, help="samples per problem")
-    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-tokens", type=int, default=1024, help="most tokens per sample")
+    add_sampling_arguments(p, "most tokens per sample")
     p.add_argument("--seed", type=int, default=0,
                    help="base of the per-sample seeds (same seed, same samples)")
     p.add_argument("--prompt-format", choices=("fewshot", "chat"), default="fewshot",

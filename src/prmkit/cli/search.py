@@ -16,7 +16,11 @@ import logging
 import sys
 from pathlib import Path
 
-from prmkit.cli.backend_options import add_backend_arguments, backend_options
+from prmkit.cli.backend_options import (
+    add_backend_arguments,
+    add_sampling_arguments,
+    backend_options,
+)
 from prmkit.data.io import read_resumable_output
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
@@ -222,9 +226,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-steps", type=int, default=40, help="rounds of one step")
     p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                    help="rank, prune and pick by this step aggregation (default: the PRM's)")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-tokens", type=int, default=2048, help="per whole solution")
+    add_sampling_arguments(p, "most tokens per whole solution (the last round, best-of-N)")
     p.add_argument("--step-max-tokens", type=int, default=512, help="per step")
     p.add_argument("--stop", action="append", help="another stop string; repeatable")
     p.add_argument("--prompt-format", "--prompt-style", dest="prompt_style",

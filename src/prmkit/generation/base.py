@@ -24,13 +24,21 @@ BACKENDS: dict[str, str] = {
 }
 
 
+# The one default of each sampling setting: `prmkit generate`, `prmkit search`, the search
+# config and the active loop all start from these (temperature 0.8 as search-and-learn).
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_P = 1.0
+DEFAULT_MAX_TOKENS = 1024
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    """What every backend honours. `stop` strings end a completion and are not part of it."""
+    """What every backend honours. `stop` strings end a completion and are not part of it.
+    `max_tokens` bounds one completion (a whole solution, or one search step)."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
     stop: tuple[str, ...] = ()
 
     def __post_init__(self):

@@ -27,8 +27,9 @@ class SearchConfig:
     (fewer when fewer are open) and expands each into M, DVTS runs n/M subtrees of width
     M and pools each subtree's M last children. max_steps: rounds of one step each (tree methods); the last
     round samples every candidate to its end. sampling: temperature, top_p, stop strings,
-    and max_tokens of a whole solution (best-of-N and the last round); step_max_tokens
-    caps one step. aggregation: the one setting (prmkit.scoring.aggregate) used to rank,
+    and max_tokens of a whole solution (best-of-N and the last round), by default
+    `SamplingParams()`'s, the defaults of `prmkit generate` too; step_max_tokens caps one
+    step. aggregation: the one setting (prmkit.scoring.aggregate) used to rank,
     prune and pick. seed: base of the per-request seeds (generation.base.sample_seed).
     batch_problems: problems searched together (their requests share one sampler call).
     """
@@ -38,8 +39,7 @@ class SearchConfig:
     beam_width: int = 4
     max_steps: int = 40
     aggregation: str = "prod"
-    sampling: SamplingParams = field(
-        default_factory=lambda: SamplingParams(temperature=0.8, max_tokens=2048))
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     step_max_tokens: int = 512
     step_separator: str = "\n\n"
     seed: int = 0

@@ -8,13 +8,14 @@ that their requests share one sampler call per round.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator, Sequence
 
 from tqdm import tqdm
 
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import Sampler
-from prmkit.search.config import SearchConfig
+from prmkit.search.config import TREE_APPROACHES, SearchConfig
 from prmkit.search.core import (
     Candidate,
     Expand,
@@ -27,6 +28,7 @@ from prmkit.search.core import (
 from prmkit.selection.vote import AnswerClusterer
 
 Method = Generator[list[Expand], list[list[Candidate]], SearchResult]
+log = logging.getLogger("prmkit.search")
 
 
 def best_of_n(run: ProblemRun) -> Method:
@@ -116,6 +118,7 @@ def run_search(problems: Sequence[tuple[str, str]], sampler: Sampler, scorer: St
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
         raise PrmkitError(f"problem key {dup!r} appears more than once")
+    warn_single_beam(config)
     method = METHODS[config.approach]
     clusterer = clusterer or AnswerClusterer()
     results: list[SearchResult] = []
@@ -134,6 +137,16 @@ def run_search(problems: Sequence[tuple[str, str]], sampler: Sampler, scorer: St
                     on_result(res)
             results += done
     return results
+
+
+def warn_single_beam(config: SearchConfig) -> None:
+    """A tree search whose n / beam_width is 1 keeps one beam (one DVTS subtree): say so."""
+    if config.approach in TREE_APPROACHES and config.beams == 1:
+        what = "beam" if config.approach == "beam_search" else "subtree"
+        log.warning("%s with n=%d and beam_width=%d keeps a single %s (n / beam_width = 1): "
+                    "a greedy search over %d children per step; lower beam_width or raise n "
+                    "for several %ss", config.approach, config.n, config.beam_width, what,
+                    config.beam_width, what)
 
 
 def _drive(runs: list[ProblemRun], methods: list[Method], sampler: Sampler,
