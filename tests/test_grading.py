@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     ],
 )
 def test_extract_answer(text, expected):
-    assert extract_answer(text) == expected
+    assert extract_answer(text, last_line=True) == expected
 
 
 def test_extract_answer_from_steps():

@@ -41,7 +41,7 @@ def test_display_math_is_extracted(given, gold, correct):
 
 
 def test_display_math_extracted_text():
-    assert extract_answer("Answer $$ 9 $$") == "9"
+    assert extract_answer("Answer $$ 9 $$", last_line=True) == "9"
     assert extract_answer("Finally\n\\[\n  \\boxed{7}\n\\]\n") == "7"
     assert extract_answer("# Answer\n\n$$\n3\n$$") == "3"
 
@@ -76,8 +76,8 @@ def test_multi_part_answers_are_read_whole(given, gold, correct):
 
 def test_multi_part_extracted_as_one_list():
     assert extract_answer("\\boxed{(2, 2)} \\text{ and } \\boxed{(6, 2)}") == "(2, 2), (6, 2)"
-    assert extract_answer("$1$ and $2$ and $3$") == "1, 2, 3"
-    assert extract_answer("$(6,5,3),$ $(3,3,1),$ and $(15,11,9),$") == "(6,5,3), (3,3,1), (15,11,9)"
+    assert extract_answer("$1$ and $2$ and $3$", last_line=True) == "1, 2, 3"
+    assert extract_answer("$(6,5,3),$ $(3,3,1),$ and $(15,11,9),$", last_line=True) == "(6,5,3), (3,3,1), (15,11,9)"
     assert extract_answer("\\boxed{4} and \\boxed{4}") == "4"  # a repeated box is one value
 
 

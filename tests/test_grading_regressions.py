@@ -102,3 +102,119 @@ def test_screening_question_without_gold_is_undecided():
 @pytest.mark.xfail(strict=True, reason="Euler identity is not simplified: rejected conservatively")
 def test_euler_identity():
     assert _grade("e^{i\\pi}", "-1").correct is True
+
+
+# ---- several boxed values are one multi-part answer (gold as given) ----
+
+PAPERS_AND_BINS = "\\boxed{1} papers and \\boxed{2} bins"
+
+
+def test_gold_papers_and_bins_rejects_its_last_box_alone():
+    # the last box alone was read as the gold: `\boxed{2}` was accepted
+    grade = _grade("\\boxed{2}", PAPERS_AND_BINS)
+    assert grade.gold_extracted == "(1, 2)" and grade.correct is False
+
+
+def test_gold_papers_and_bins_accepts_both_values_in_order():
+    assert _grade("\\boxed{1,2}", PAPERS_AND_BINS).correct is True
+    assert _grade("The answer is $1$ and $2$.", PAPERS_AND_BINS).correct is True
+    assert _grade("\\boxed{1} paper and \\boxed{2} bins", PAPERS_AND_BINS).correct is True
+
+
+def test_gold_papers_and_bins_rejects_swapped_or_partial_values():
+    assert _grade("\\boxed{2, 1}", PAPERS_AND_BINS).correct is False
+    assert _grade("\\boxed{1}", PAPERS_AND_BINS).correct is False
+    assert _grade("\\boxed{1, 2, 3}", PAPERS_AND_BINS).correct is False
+    assert _grade("\\boxed{\\{1, 2\\}}", PAPERS_AND_BINS).correct is False
+
+
+@pytest.mark.parametrize(
+    ("given", "gold"),
+    [
+        ("\\boxed{1},\\boxed{2},\\boxed{3}", "\\{1,2,3\\}"),
+        ("\\boxed{1} and \\boxed{2} and \\boxed{3}", "\\{1,2,3\\}"),
+        ("\\boxed{1},\\boxed{2},\\boxed{3}", "{1,2,3}"),
+        ("\\boxed{1} and \\boxed{2} and \\boxed{3}", "{1,2,3}"),
+        ("\\boxed{2}, \\boxed{3}, \\boxed{5}", "\\{2, 3, 5\\}"),
+        ("\\boxed{2}, \\boxed{3}, \\boxed{5}", "{2, 3, 5}"),
+    ],
+)
+def test_separate_boxes_against_a_set_of_the_same_values(given, gold):
+    assert _grade(given, gold).correct is True
+
+
+@pytest.mark.parametrize(
+    ("given", "gold"),
+    [
+        ("\\boxed{1},\\boxed{2}", "\\{1,2,3\\}"),
+        ("\\boxed{1} and \\boxed{3}", "{1,2,3}"),
+        ("\\boxed{3}", "{1,2,3}"),
+        ("\\boxed{2}, \\boxed{3}, \\boxed{7}", "\\{2, 3, 5\\}"),
+        ("\\boxed{2}, \\boxed{3}, \\boxed{5}, \\boxed{7}", "{2, 3, 5}"),
+    ],
+)
+def test_partial_or_wrong_boxes_against_a_set_are_rejected(given, gold):
+    assert _grade(given, gold).correct is False
+
+
+def test_boxed_k_45_and_boxed_n_2_is_one_labelled_answer():
+    given = "\\boxed{k = 45} \\quad\\text{and}\\quad \\boxed{n = 2}"
+    grade = _grade(given, "k = 45, n = 2")
+    assert grade.given_extracted == "k = 45, n = 2" and grade.correct is True
+    assert _grade("\\boxed{n = 2} \\text{ and } \\boxed{k = 45}", "k = 45, n = 2").correct is True
+
+
+def test_labelled_k_45_n_2_rejects_swapped_or_partial_values():
+    gold = "k = 45, n = 2"
+    assert _grade("\\boxed{n = 45} \\quad\\text{and}\\quad \\boxed{k = 2}", gold).correct is False
+    assert _grade("\\boxed{n = 2}", gold).correct is False
+    assert _grade("\\boxed{2}", gold).correct is False
+
+
+def test_bare_values_against_labelled_parts_are_read_in_order():
+    # math-verify: True for `2, 45` (a list compared as a set)
+    assert _grade("45, 2", "k = 45, n = 2").correct is True
+    assert _grade("(45, 2)", "k = 45, n = 2").correct is True
+    assert _grade("2, 45", "k = 45, n = 2").correct is False
+    assert _grade("(2, 45)", "k = 45, n = 2").correct is False
+    assert _grade("k = 45, n = 2", "(2, 45)").correct is False
+
+
+def test_19_46_text_and_82_vs_19_46_and_82():
+    # `, \text{ and }` left an empty part: `19, 46,, 82`
+    assert _grade("19, 46, \\text{ and } 82", "19, 46, and 82").correct is True
+    assert _grade("19, 46, \\text{ and } 82", "19, 46, 82").correct is True
+    assert _grade("19, 46", "19, 46, and 82").correct is False
+    assert _grade("19, 46, \\text{ and } 83", "19, 46, and 82").correct is False
+
+
+def test_semicolon_list_vs_set():
+    assert _grade("-12;-11;-10", "\\{-12, -11, -10\\}").correct is True
+    assert _grade("-12; -11", "\\{-12, -11, -10\\}").correct is False
+    assert _grade("-12;-11;-9", "\\{-12, -11, -10\\}").correct is False
+
+
+def test_reordered_tuple_is_still_rejected():
+    assert _grade("(2, 1)", "(1, 2)").correct is False
+    assert _grade("\\boxed{(2, 1)}", PAPERS_AND_BINS).correct is False
+
+
+@pytest.mark.parametrize(
+    ("given", "gold"),
+    [
+        ("3,5", "3.5"),  # a decimal comma
+        ("0,5", "\\frac{1}{2}"),
+        ("1,5; 2,5", "1.5, 2.5"),  # decimal commas in a semicolon list
+        ("0.3333", "\\frac{1}{3}"),  # a decimal approximation of an exact value
+        ("1.414", "\\sqrt{2}"),
+        ("\\boxed{0.33} and \\boxed{0.5}", "\\frac{1}{3}, \\frac{1}{2}"),
+    ],
+)
+def test_decimal_commas_and_approximations_stay_unequal(given, gold):
+    assert _grade(given, gold).correct is False
+
+
+def test_boxes_in_separate_sentences_are_not_one_answer():
+    text = "So $\\boxed{3}$ is wrong and we try again: $\\boxed{5}$"
+    grade = _grade(text, "5")
+    assert grade.given_extracted == "5" and grade.correct is True

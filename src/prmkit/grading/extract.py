@@ -1,5 +1,9 @@
 """Find the final answer in a solution: `# Answer`, boxes, "the answer is", the last line.
 
+A generated solution must state its answer (a `# Answer` section, a box, "the answer
+is"): without one it has no answer (None), so it never votes. The last line counts as
+the answer only with `last_line=True`: for bare answers and human-written references.
+
 Several boxes or `$...$` segments joined only by `,` / "and" / "or" form ONE answer and
 are returned as a comma-separated list (`\\boxed{1} or \\boxed{2}` -> `1, 2`), so that a
 hedged answer is a list and never equals a single value.
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 from prmkit.grading.segments import (
     Span,
     boxes,
+    join_boxes,
     join_run,
     math_segments,
     run_ending_at,
@@ -76,7 +81,7 @@ def _strip_math(text: str) -> str:
 def last_boxed(text: str) -> str | None:
     """The last `\\boxed{...}` / `\\fbox{...}` answer, with the boxes joined to it (or None)."""
     found = boxes(text)
-    return join_run(run_ending_at(text, found, len(found) - 1)) if found else None
+    return join_boxes(text, run_ending_at(text, found, len(found) - 1, labels=True)) if found else None
 
 
 def _masked(text: str, start: int, end: int, segments: list[Span]) -> str:
@@ -157,13 +162,17 @@ def _after_phrase(text: str, segments: list[Span], position: int) -> tuple[str |
     return _line_answer(text, segments, start, end), False
 
 
-def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
+def extract_answer(
+    text_or_steps: str | Sequence[str] | None, *, last_line: bool = False
+) -> str | None:
     """The final answer in a solution string or a list of steps; None when there is none.
 
     Rules, in order: the text after the last PRM800K `# Answer` heading; the last
     `\\boxed{...}` (with boxes joined to it by `,`/and/or), unless a "final answer is"
-    statement follows it; what follows "the answer is" / "Final Answer:"; the last line
-    (its last run of `$...$`, `$$...$$`, `\\[...\\]` segments when it has math).
+    statement follows it; what follows "the answer is" / "Final Answer:". With
+    `last_line=True` (bare answers, human-written text), else the last line (its last run
+    of `$...$`, `$$...$$`, `\\[...\\]` segments when it has math); without it a solution
+    that states no final answer has none.
     """
     if text_or_steps is None:
         return None
@@ -187,7 +196,7 @@ def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
             return _first_line(section, math_segments(section), 0)
 
     found = boxes(text)
-    box_run = run_ending_at(text, found, len(found) - 1) if found else []
+    box_run = run_ending_at(text, found, len(found) - 1, labels=True) if found else []
     said = _last_answer_phrase(text)
     segments = None  # found only when needed: a boxed solution rarely needs them
     if said and (not box_run or said.start() > box_run[-1].end):
@@ -197,5 +206,7 @@ def extract_answer(text_or_steps: str | Sequence[str] | None) -> str | None:
         if answer and (not box_run or from_math or "final" in said.group(0).lower()):
             return answer
     if box_run:
-        return join_run(box_run)
+        return join_boxes(text, box_run)
+    if not last_line:
+        return None
     return _last_line(text, segments if segments is not None else math_segments(text))

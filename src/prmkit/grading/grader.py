@@ -30,10 +30,12 @@ from tqdm.auto import tqdm
 from prmkit.grading.extract import extract_answer
 from prmkit.grading.normalize import (
     answer_key,
+    bare_values,
     bracket_kind,
     choice_letter,
     clean_answer,
     is_text_answer,
+    labelled_values,
     list_size,
     top_level_items,
 )
@@ -146,9 +148,11 @@ class _Prepared:
         )
 
 
-def _prepare(given: str | Sequence[str] | None, gold: str | None, max_chars: int) -> _Prepared:
-    gold_extracted = extract_answer(gold) if gold is not None else None
-    given_extracted = extract_answer(given)
+def _prepare(
+    given: str | Sequence[str] | None, gold: str | None, max_chars: int, last_line: bool = True
+) -> _Prepared:
+    gold_extracted = extract_answer(gold, last_line=True) if gold is not None else None
+    given_extracted = extract_answer(given, last_line=last_line)
     prepared = _Prepared(given_extracted, gold_extracted)
     if gold_extracted is None:
         prepared.grade = prepared.decide(None, "no-gold")
@@ -171,6 +175,8 @@ def _prepare(given: str | Sequence[str] | None, gold: str | None, max_chars: int
         prepared.grade = prepared.decide(False, "text-mismatch")
     elif {bracket_kind(prepared.gold_clean), bracket_kind(prepared.given_clean)} == {"set", "seq"}:
         prepared.grade = prepared.decide(False, "bracket-mismatch")
+    elif (pairs := _in_order(prepared.gold_clean, prepared.given_clean)) is not None:
+        _prepare_pairs(prepared, pairs, max_chars)
     elif _list_sizes_differ(prepared.gold_clean, prepared.given_clean):
         _prepare_parts(prepared, max_chars)
     else:
@@ -181,13 +187,34 @@ def _prepare(given: str | Sequence[str] | None, gold: str | None, max_chars: int
     return prepared
 
 
+def _in_order(gold: str, given: str) -> list[tuple[str, str]] | None:
+    """(given, gold) value pairs when one side labels its parts (`k = 45, n = 2`) and the
+    other gives bare values (`45, 2`): the labels fix the order, so `2, 45` is wrong."""
+    gold_labelled, given_labelled = labelled_values(gold), labelled_values(given)
+    if (gold_labelled is None) == (given_labelled is None):
+        return None
+    labelled = gold_labelled or given_labelled
+    bare = bare_values(given if gold_labelled else gold)
+    if bare is None or len(bare) != len(labelled):
+        return None
+    return list(zip(bare, labelled)) if gold_labelled else list(zip(labelled, bare))
+
+
 def _prepare_parts(prepared: _Prepared, max_chars: int) -> None:
     """A list given against a single value is right only if every part equals that value."""
     items = top_level_items(prepared.given_clean or "")
     if list_size(prepared.gold_clean or "") != 1 or not 1 < len(items) <= MAX_PARTS:
         prepared.grade = prepared.decide(False, "list-mismatch")
         return
-    prepared.parts = [_prepare(item, prepared.gold_extracted, max_chars) for item in items]
+    _prepare_pairs(prepared, [(item, prepared.gold_extracted) for item in items], max_chars)
+
+
+def _prepare_pairs(prepared: _Prepared, pairs: list[tuple[str, str]], max_chars: int) -> None:
+    """Right only if every (given part, gold part) pair is equal."""
+    if len(pairs) > MAX_PARTS:
+        prepared.grade = prepared.decide(False, "list-mismatch")
+        return
+    prepared.parts = [_prepare(given, gold, max_chars) for given, gold in pairs]
     if any(part.grade is not None and part.grade.correct is False for part in prepared.parts):
         prepared.grade = prepared.decide(False, "list-mismatch")
     elif all(part.grade is not None and part.grade.correct for part in prepared.parts):
@@ -237,16 +264,21 @@ def grade_answer(
     gold: str,
     timeout: float = DEFAULT_TIMEOUT_S,
     max_chars: int = MAX_ANSWER_CHARS,
+    *,
+    last_line: bool = True,
 ) -> Grade:
     """Grade `given` (an answer, a solution, or a list of steps) against the reference `gold`.
 
     correct is True/False, or None when undecided (timeout, answer over `max_chars`).
+    `last_line`: a `given` that states no final answer is read by its last line (bare
+    answers, human-written solutions); False for generated samples, where it is then
+    `no-answer` (see `extract_answer`). The gold always falls back to its last line.
     The sympy comparison runs in a worker process killed at `timeout` seconds; safe to call
     from any thread and from inside worker processes.
     """
     if timeout <= 0:
         raise ValueError("timeout must be positive")
-    prepared = _prepare(given, gold, max_chars)
+    prepared = _prepare(given, gold, max_chars, last_line)
     verdicts: dict = {}
     for unit in _symbolic_units(prepared):
         verdicts[unit.key] = verdict = _symbolic(unit, timeout)
@@ -263,15 +295,18 @@ def grade_many(
     timeout: float = DEFAULT_TIMEOUT_S,
     max_chars: int = MAX_ANSWER_CHARS,
     progress: bool = True,
+    *,
+    last_line: bool = True,
 ) -> list[Grade]:
-    """Grade (given, gold) pairs; returns Grades in input order.
+    """Grade (given, gold) pairs; returns Grades in input order (`last_line`: as in
+    `grade_answer`).
 
     Cheap rules run in this process; the remaining distinct pairs go to `workers` grading
     processes (default: os.cpu_count()), each comparison with its own hard `timeout`.
     Repeated (gold, given) pairs are graded once.
     """
     workers = max(1, workers or os.cpu_count() or 1)
-    prepared = [_prepare(given, gold, max_chars) for given, gold in pairs]
+    prepared = [_prepare(given, gold, max_chars, last_line) for given, gold in pairs]
     pending: dict[tuple[str, str], tuple[_Prepared, list[int]]] = {}
     verdicts: dict[tuple[str, str], tuple[bool | None, str]] = {}
     waiting = [0] * len(prepared)  # comparisons each pair still waits for

@@ -39,7 +39,11 @@ _ASSIGN = re.compile(r"^\s*[a-zA-Z](?:_\{?\w+\}?)?\s*(?:=|\\in\b)\s*")
 _THOUSANDS = re.compile(r"^[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$")
 _GROUPING_COMMA = re.compile(r"\{,\}|\\\{,\\\}|,\s*\\!\s*(?=\d)")
 # "1 or 2", "1 \text{ and } 2", "either 1 or 2": one answer listing several values.
-_TEXT_CONNECTOR = re.compile(r"(?<!\s)\s*\\text\s*\{\s*(?:and|or)\s*\}\s*", re.IGNORECASE)
+_TEXT_CONNECTOR = re.compile(
+    r"(?<![\s,])\s*,?\s*\\text\s*\{\s*,?\s*(?:and|or)\s*\}\s*", re.IGNORECASE
+)
+# `-12;-11;-10`: a semicolon separates the values of a list (never a decimal mark).
+_SEMICOLON = re.compile(r"\s*;\s*")
 _MATH_AHEAD = r"(?=[-+\d\\({\[]|[a-zA-Z]\s*=)"
 _WORD_CONNECTOR = re.compile(r"(?<=[\d})\]])(?:\s*,)?\s+(?:and|or)\s+" + _MATH_AHEAD, re.IGNORECASE)
 _EITHER = re.compile(r"^(?:either|both)\s+" + _MATH_AHEAD, re.IGNORECASE)
@@ -50,6 +54,7 @@ _WHITESPACE = re.compile(r"\s+")
 _DECIMAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)$")
 _REPEATING = re.compile(r"^(-?)(\d*)\.(\d*)\\overline\{(\d+)\}$")
 _TEXT_ANSWER = re.compile(r"^[A-Za-z][A-Za-z' \-]*[A-Za-z]$")
+_LABELLED_PART = re.compile(r"^([a-zA-Z](?:_\{?\w+\}?)?)\s*=\s*([^=]+)$")
 
 
 def _unwrap_group(text: str, prefix: str) -> str | None:
@@ -72,7 +77,7 @@ def _strip_wrappers(text: str) -> str:
     changed = True
     while changed and text:
         changed = False
-        for prefix in ("\\boxed", "\\fbox"):
+        for prefix in ("\\boxed", "\\fbox", ""):  # "": a bare group `{1,2,3}` prints as 1,2,3
             inner = _unwrap_group(text, prefix)
             if inner is not None:
                 text, changed = inner.strip(), True
@@ -94,6 +99,7 @@ def clean_answer(answer: str) -> str:
     text = _strip_wrappers(answer.replace("\n", " "))
     text = _GROUPING_COMMA.sub(",", text)
     text = _SPACING_COMMANDS.sub(" ", text)
+    text = _SEMICOLON.sub(", ", text.strip().strip(";"))
     text = text.replace("~", " ")
     text = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", text)
     text = _LEFT_RIGHT.sub("", text)
@@ -219,3 +225,37 @@ def list_size(cleaned: str) -> int | None:
         inner = cleaned.replace(" ", "")[2:-2]
         return len(top_level_items(inner)) if inner else 0
     return None if kind == "seq" else 1
+
+
+def _whole_parentheses(text: str) -> bool:
+    """True when `text` is one `( ... )` group (`(1, 2)`, not `(1), (2)`)."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i != len(text) - 1:
+            return False
+    return True
+
+
+def labelled_values(cleaned: str) -> list[str] | None:
+    """The values of parts labelled by distinct names (`k = 45, n = 2` -> `45`, `2`), else None."""
+    matches = [_LABELLED_PART.match(item) for item in top_level_items(cleaned)]
+    if len(matches) < 2 or not all(matches):
+        return None
+    if len({m.group(1).replace(" ", "") for m in matches}) != len(matches):
+        return None  # `x = 1, x = 2`: solutions of one unknown, a plain list
+    return [m.group(2).strip() for m in matches]
+
+
+def bare_values(cleaned: str) -> list[str] | None:
+    """The values of an unlabelled list or tuple (`45, 2`, `(45, 2)`), else None."""
+    text = cleaned.strip()
+    if "=" in text:
+        return None
+    if _whole_parentheses(text):
+        text = text[1:-1]
+    items = top_level_items(text)
+    return items if len(items) > 1 and all(items) else None

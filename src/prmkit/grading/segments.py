@@ -20,6 +20,22 @@ _CONNECTOR = re.compile(
     r"|\\(?:text|mbox|textrm)\s*\{\s*(?:and|or|,)?\s*,?\s*\})*",
     re.IGNORECASE,
 )
+# Between boxes only: short labels before a connector, and optionally a label with `:` /
+# `=` after it (`\boxed{1} papers and \boxed{2} bins`, `red: \boxed{3}, blue: \boxed{4}`).
+_GAP_MARKUP = re.compile(
+    r"\$|\\[()\[\]]|\\q?quad(?![a-zA-Z])|\\[,;:! ]|\\(?:text|mbox|textrm)\s*\{|[{}]"
+)
+_LABELLED_GAP = re.compile(
+    r"\s*(?:[A-Za-z]+\s+){0,2}[A-Za-z]+\s*(?:,\s*(?:and\s+|or\s+)?|;\s*|(?:and|or)\s+)"
+    r"(?:(?:[A-Za-z]+\s+){0,2}[A-Za-z]+\s*[:=]\s*)?"
+    r"|\s*(?:,\s*|;\s*|(?:and|or)\s+)(?:[A-Za-z]+\s+){0,2}[A-Za-z]+\s*[:=]\s*",
+    re.IGNORECASE,
+)
+# Words that make a gap a sentence, not a label: "is wrong and", "then", "so".
+_NOT_LABELS = frozenset(
+    "is are was were be not no but then so thus hence therefore answer final gives give get "
+    "gets we which that because since wrong incorrect correct check if".split()
+)
 
 
 @dataclass(frozen=True)
@@ -130,11 +146,27 @@ def connected(text: str, left: Span, right: Span) -> bool:
     return len(gap) <= 200 and _CONNECTOR.fullmatch(gap) is not None
 
 
-def run_ending_at(text: str, spans: list[Span], last: int) -> list[Span]:
-    """spans[last] and the spans before it that are joined to it by connectors only."""
+def labelled(text: str, left: Span, right: Span) -> bool:
+    """True when two boxes are parts labelled by a few words (`\\boxed{1} papers and`)."""
+    if right.start < left.end or right.start - left.end > 80:
+        return False
+    gap = _GAP_MARKUP.sub(" ", text[left.end : right.start])
+    if _LABELLED_GAP.fullmatch(gap) is None:
+        return False
+    return not any(word.lower() in _NOT_LABELS for word in re.findall(r"[A-Za-z]+", gap))
+
+
+def run_ending_at(
+    text: str, spans: list[Span], last: int, labels: bool = False
+) -> list[Span]:
+    """spans[last] and the spans before it that are joined to it by connectors only
+    (or, with `labels`, by labelled connectors: see `labelled`)."""
     run = [spans[last]]
     k = last
-    while k > 0 and connected(text, spans[k - 1], spans[k]):
+    while k > 0 and (
+        connected(text, spans[k - 1], spans[k])
+        or (labels and labelled(text, spans[k - 1], spans[k]))
+    ):
         k -= 1
         run.insert(0, spans[k])
     return run
@@ -155,11 +187,24 @@ def _left_side(part: str) -> str | None:
     return "".join(part.split("=", 1)[0].split())
 
 
-def join_run(run: list[Span]) -> str | None:
+def join_boxes(text: str, run: list[Span]) -> str | None:
+    """A run of boxes as one answer. Boxes hold answers, so boxed equations are parts
+    (`k = 45, n = 2`); parts labelled by words are ordered: `\\boxed{1} papers and
+    \\boxed{2} bins` -> `(1, 2)`, never `2, 1` or the set `\\{1, 2\\}`."""
+    ordered = any(not connected(text, a, b) for a, b in zip(run, run[1:]))
+    parts = [span.content.strip().rstrip(",;").strip() for span in run]
+    parts = [part for part in parts if part]
+    if not ordered or all(_left_side(part) for part in parts):
+        return join_run(run, equations=True)
+    return "(" + ", ".join(parts) + ")" if len(parts) > 1 else (parts[0] if parts else None)
+
+
+def join_run(run: list[Span], equations: bool = False) -> str | None:
     """The parts of one answer as a comma-separated list; repeated parts are kept once.
 
     Equations with different left sides (`$a = 1$ and $b = 0$`, `$37=37$ and $g(x)=...$`)
-    are statements, not a list of values: only the last one is kept.
+    are statements, not a list of values: only the last one is kept, unless `equations`
+    (boxed equations are answers: `\\boxed{k = 45} and \\boxed{n = 2}`).
     """
     parts: list[str] = []
     seen: set[str] = set()
@@ -169,6 +214,6 @@ def join_run(run: list[Span]) -> str | None:
         if key and key not in seen:
             seen.add(key)
             parts.append(content)
-    if len({_left_side(part) for part in parts}) > 1:
+    if not equations and len({_left_side(part) for part in parts}) > 1:
         return parts[-1]
     return ", ".join(parts) or None
