@@ -1,0 +1,345 @@
+"""The reward server on 127.0.0.1 with real HTTP clients and a tiny random PRM: batching of
+concurrent clients, OpenRLHF's protocol, overload, disconnects, auth, bad input, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import uvicorn
+from test_scoring import make_model
+
+from prmkit.rewards import compute_step_rewards
+from prmkit.rewards.serving import EngineSettings, Item, RewardEngine, ScorerBackend, create_app
+from prmkit.rewards.serving.protocol import TextRules
+from prmkit.scoring import Scorer
+
+KEY = "test-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+PROBLEMS = ["What is 2x + 3 = 11?", "Compute 3 * 4 - 5.", "How many apples?"]
+STEPS = ["Let x be a number.", "Then 2x + 3 = 11, so x = 4.", "First, compute 3 * 4 = 12.",
+         "Next, 12 - 5 = 7.", "The answer is 4.", "# Answer\n\n7"]
+
+
+def completion(k: int) -> str:
+    """A completion of 1 to 4 steps, different for each k (k = 0: no step at all)."""
+    if k == 0:
+        return "  "
+    return "\n\n".join(STEPS[(k + j) % len(STEPS)] for j in range(1 + k % 4))
+
+
+def client_items(c: int, n: int = 3) -> tuple[list[str], list[str]]:
+    return ([PROBLEMS[(c + j) % len(PROBLEMS)] for j in range(n)],
+            [completion(3 * c + j + 1) for j in range(n)])
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("prm")
+    make_model().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def scorer(model_dir):
+    return Scorer.from_pretrained(model_dir, dtype="fp32", device="cpu")
+
+
+def offline(scorer, prompts, completions):
+    return compute_step_rewards(scorer, prompts, completions)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Gate:
+    """A score function that waits for `release()` before each batch (and reports each
+    batch's size), so that a test decides when batches finish."""
+
+    def __init__(self, score):
+        self.score, self.entered, self.slots = score, queue.Queue(), threading.Semaphore(0)
+
+    def __call__(self, items):
+        self.entered.put(len(items))
+        if not self.slots.acquire(timeout=30):
+            raise RuntimeError("the test never released the batch")
+        return self.score(items)
+
+    def release(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.slots.release()
+
+    def wait_batch(self) -> int:
+        return self.entered.get(timeout=30)
+
+
+class LiveServer:
+    """The app under uvicorn in a thread on 127.0.0.1."""
+
+    def __init__(self, scorer, score=None, rules: TextRules | None = None, **settings):
+        backend = ScorerBackend(scorer)
+        settings = {"max_wait_ms": 20.0, **settings}
+        self.engine = RewardEngine(score or backend.score, backend.count_tokens,
+                                   EngineSettings(**settings))
+        self.app = create_app(self.engine, api_key=KEY, rules=rules)
+        self.url = f"http://127.0.0.1:{free_port()}"
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=int(self.url.rsplit(":", 1)[1]),
+                                log_level="warning", timeout_graceful_shutdown=20)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "server did not stop"
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def metric(self, name: str, **labels) -> float:
+        text = httpx.get(self.url + "/metrics", headers=AUTH, timeout=10).text
+        want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        for line in text.splitlines():
+            if line.startswith(f"{name}{{{want}}} " if want else f"{name} "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+
+def as_json(results) -> list[dict]:
+    return [{"steps": [{"probability": s.probability, "char_start": s.char_start,
+                        "char_end": s.char_end, "policy_token_end": s.policy_token_end}
+                       for s in r.steps], "score": r.score} for r in results]
+
+
+def assert_same_rewards(got: list[dict], want: list[dict]) -> None:
+    """Equal spans and nulls; probabilities equal up to float rounding of batch shapes."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert [(s["char_start"], s["char_end"]) for s in g["steps"]] == \
+            [(s["char_start"], s["char_end"]) for s in w["steps"]]
+        assert [s["probability"] for s in g["steps"]] == pytest.approx(
+            [s["probability"] for s in w["steps"]], abs=1e-5)
+        assert g["score"] == pytest.approx(w["score"], abs=1e-5)
+
+
+def test_32_concurrent_clients_get_their_rewards_in_order_equal_to_offline_scoring(scorer):
+    barrier = threading.Barrier(32)
+
+    def client(c: int) -> tuple[int, dict]:
+        prompts, completions = client_items(c)
+        with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as http:
+            barrier.wait(30)
+            if c % 2:
+                r = http.post("/v1/step_rewards", json={
+                    "prompts": prompts, "completions": completions, "request_id": f"c{c}"})
+            else:  # OpenRLHF: the query is prompt + response
+                r = http.post("/get_reward", json={
+                    "query": [p + x for p, x in zip(prompts, completions)], "prompts": prompts,
+                    "labels": ["4"] * len(prompts)})
+        assert r.status_code == 200, r.text
+        return c, r.json()
+
+    with LiveServer(scorer) as server, ThreadPoolExecutor(32) as pool:
+        answers = dict(pool.map(client, range(32)))
+        batches = server.metric("prmkit_reward_batch_requests_count")
+        coalesced = server.metric("prmkit_reward_batch_requests_sum")
+    assert coalesced == 32 and batches < 32  # requests from several clients shared batches
+    for c, body in answers.items():
+        want = as_json(offline(scorer, *client_items(c)))
+        if c % 2:
+            assert body["request_id"] == f"c{c}"
+            assert_same_rewards(body["results"], want)
+        else:
+            scores = [0.0 if w["score"] is None else w["score"] for w in want]
+            assert body["rewards"] == pytest.approx(scores, abs=1e-5)
+            assert body["scores"] == body["rewards"]
+            assert body["extra_logs"]["prm_steps"] == [len(w["steps"]) for w in want]
+
+
+def test_openrlhf_response_without_steps_gets_the_null_reward_and_is_logged_as_null(scorer):
+    prompts = [PROBLEMS[0], PROBLEMS[1]]
+    completions = ["", completion(2)]
+    with LiveServer(scorer, rules=TextRules(strip=("</s>",))) as server:
+        body = httpx.post(server.url + "/get_reward", headers=AUTH, timeout=60, json={
+            "query": ["<s>" + p + c + "</s>" for p, c in zip(prompts, completions)],
+            "prompts": prompts, "labels": [None, None], "datasources": ["math", "math"]}).json()
+    want = offline(scorer, prompts, completions)
+    assert body["rewards"][0] == 0.0 and body["extra_logs"]["prm_null_score"] == [1.0, 0.0]
+    assert body["rewards"][1] == pytest.approx(want[1].score, abs=1e-5)
+
+
+def test_overload_answers_503_with_retry_after_not_a_hang(scorer):
+    gate = Gate(ScorerBackend(scorer).score)
+    body = {"prompts": PROBLEMS[:2], "completions": [completion(1), completion(2)]}
+    with LiveServer(scorer, score=gate, max_queue_items=4) as server, \
+            ThreadPoolExecutor(3) as pool:
+        post = lambda: httpx.post(server.url + "/v1/step_rewards", json=body,  # noqa: E731
+                                  headers=AUTH, timeout=60)
+        first = pool.submit(post)
+        assert gate.wait_batch() == 2  # running, held by the gate
+        queued = [pool.submit(post), pool.submit(post)]  # 4 completions: the queue is full
+        deadline = time.monotonic() + 30
+        while server.engine.queue_depth != (2, 4):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        start = time.monotonic()
+        refused = post()
+        assert time.monotonic() - start < 5
+        assert refused.status_code == 503 and int(refused.headers["Retry-After"]) >= 1
+        gate.release(3)
+        assert [f.result(60).status_code for f in [first, *queued]] == [200, 200, 200]
+        assert post_after(server, body, gate).status_code == 200
+
+
+def post_after(server, body, gate) -> httpx.Response:
+    gate.release()
+    return httpx.post(server.url + "/v1/step_rewards", json=body, headers=AUTH, timeout=60)
+
+
+def raw_request(url: str, path: str, body: bytes) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                 .encode() + body)
+    return sock
+
+
+def test_a_client_disconnecting_mid_request_does_not_poison_its_batch(scorer):
+    import json
+
+    gate = Gate(ScorerBackend(scorer).score)
+    mine = client_items(5)
+    gone = json.dumps({"prompts": PROBLEMS[:1], "completions": [completion(7)]}).encode()
+    with LiveServer(scorer, score=gate, max_wait_ms=200) as server, \
+            ThreadPoolExecutor(2) as pool:
+        post = lambda prompts, completions: httpx.post(  # noqa: E731
+            server.url + "/v1/step_rewards", headers=AUTH, timeout=60,
+            json={"prompts": prompts, "completions": completions})
+        first = pool.submit(post, *client_items(1))
+        assert gate.wait_batch() == 3
+        sock = raw_request(server.url, "/v1/step_rewards", gone)  # queued behind the first
+        deadline = time.monotonic() + 30
+        while server.engine.queue_depth[0] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        other = pool.submit(post, *mine)
+        while server.engine.queue_depth[0] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        gate.release()
+        assert gate.wait_batch() == 1 + 3  # the leaving client and the other share a batch
+        sock.close()  # while that batch runs
+        while server.metric("prmkit_reward_requests_total", route="/v1/step_rewards",
+                            status="499") < 1:
+            assert time.monotonic() < deadline, "the server never saw the client leave"
+            time.sleep(0.05)
+        gate.release(2)
+        assert first.result(60).status_code == 200
+        answer = other.result(60)
+        assert answer.status_code == 200
+        assert_same_rewards(answer.json()["results"], as_json(offline(scorer, *mine)))
+        assert server.metric("prmkit_reward_cancelled_total") == 1
+        assert post(*client_items(2)).status_code == 200  # and the server goes on
+
+
+def test_every_route_checks_the_api_key_before_reading_a_body(scorer):
+    with LiveServer(scorer) as server:
+        for method, path in [("GET", "/health"), ("GET", "/metrics"),
+                             ("POST", "/get_reward"), ("POST", "/v1/step_rewards")]:
+            for headers in [{}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"}]:
+                r = httpx.request(method, server.url + path, headers=headers, timeout=10)
+                assert r.status_code == 401, (path, headers)
+        # A body announced as huge is never read without the key (401, not 413).
+        sock = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), 10)
+        sock.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 401")
+        sock.close()
+        assert httpx.get(server.url + "/health", headers={"X-API-Key": KEY}).json()["status"] == "ok"
+        prompts, completions = client_items(0)
+        assert httpx.post(server.url + "/v1/step_rewards", headers=AUTH, timeout=60, json={
+            "prompts": prompts, "completions": completions}).status_code == 200
+        text = httpx.get(server.url + "/metrics", headers=AUTH).text
+        for name in ["prmkit_reward_queue_requests", "prmkit_reward_batch_completions_bucket",
+                     "prmkit_reward_request_seconds_bucket"]:
+            assert name in text
+
+
+@pytest.mark.parametrize("path,body,status,field", [
+    ("/v1/step_rewards", {"prompts": ["a", "b"], "completions": ["x"]}, 422, "completions"),
+    ("/v1/step_rewards", {"prompts": ["a", 3], "completions": ["x", "y"]}, 422, "prompts[1]"),
+    ("/v1/step_rewards", {"prompts": ["a"], "completions": ["x"], "policy_token_ids": [[1]]},
+     422, "policy_token_ids"),
+    ("/v1/step_rewards", {"prompts": ["a"], "completion": ["x"]}, 422, "completions"),
+    ("/get_reward", {"query": ["ab", "cd"], "prompts": ["a", "x"]}, 422, "query[1]"),
+    ("/get_reward", {"query": ["ab"]}, 422, "prompts"),
+    ("/get_reward", {"query": ["ab"], "prompts": ["a"], "labels": [1, 2]}, 422, "labels"),
+    ("/get_reward", b"{not json", 422, "body"),
+    ("/get_reward", {"query": ["ab"] * 9, "prompts": ["a"] * 9}, 413, None),
+])
+def test_bad_input_gets_a_4xx_naming_the_field(scorer, path, body, status, field):
+    with LiveServer(scorer, max_queue_items=8) as server:
+        kw = {"content": body} if isinstance(body, bytes) else {"json": body}
+        r = httpx.post(server.url + path, headers=AUTH, timeout=10, **kw)
+    assert r.status_code == status, r.text
+    if field is not None:
+        assert r.json()["field"] == field
+
+
+def test_graceful_shutdown_finishes_the_batch_in_flight(scorer):
+    gate = Gate(ScorerBackend(scorer).score)
+    mine = client_items(3)
+    server = LiveServer(scorer, score=gate).__enter__()
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(httpx.post, server.url + "/v1/step_rewards", headers=AUTH,
+                              timeout=60, json={"prompts": mine[0], "completions": mine[1]})
+        assert gate.wait_batch() == 3
+        server.server.should_exit = True  # what SIGTERM / Ctrl-C does
+        time.sleep(0.3)
+        with pytest.raises(httpx.TransportError):  # no new connections once stopping
+            httpx.get(server.url + "/health", headers=AUTH, timeout=5)
+        gate.release()
+        answer = pending.result(60)
+    server.stop()
+    assert answer.status_code == 200
+    assert_same_rewards(answer.json()["results"], as_json(offline(scorer, *mine)))
+
+
+def test_engine_batches_follow_arrival_order_and_the_token_budget():
+    seen: list[list[str]] = []
+
+    def score(items):
+        seen.append([it.completion for it in items])
+        return [it.completion.upper() for it in items]
+
+    async def run():
+        engine = RewardEngine(score, lambda items: [len(it.completion) for it in items],
+                              EngineSettings(token_budget=10, max_wait_ms=50))
+        await engine.start()
+        jobs = [engine.submit([Item("p", t) for t in texts])
+                for texts in (["aaaa"], ["bbb", "cc"], ["ddddd"], ["e"], ["ffffffffffff"])]
+        out = await asyncio.gather(*jobs)
+        await engine.close()
+        return out
+
+    out = asyncio.run(run())
+    assert out == [["AAAA"], ["BBB", "CC"], ["DDDDD"], ["E"], ["FFFFFFFFFFFF"]]
+    # 4 + 5 tokens fit in 10; 5 + 1 too; a request over the budget runs alone.
+    assert seen == [["aaaa", "bbb", "cc"], ["ddddd", "e"], ["ffffffffffff"]]
