@@ -234,3 +234,43 @@ def test_math500_self_agreement(shared_data):
     assert len(equal) >= 4 * len(answers)
     assert self_agreement >= 0.995
     assert cross_agreement >= 0.995
+
+
+# ---- a generated solution must state its final answer ----
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [["Let $x = 3$.", "It"], ["We try again.", "So"], ["Thus $x = 5$."], ["Step.", "# Answer"]],
+)
+def test_generated_sample_without_a_final_answer_has_no_answer(steps):
+    assert extract_answer(steps) is None
+    grade = grade_answer(steps, "5", last_line=False)
+    assert grade.correct is False and grade.reason == "no-answer"
+
+
+def test_last_line_is_the_answer_only_when_asked():
+    assert extract_answer(["Let $x = 3$.", "It"], last_line=True) == "It"
+    assert extract_answer("Thus $x = 5$.", last_line=True) == "x = 5"
+    assert grade_answer(["Thus $x = 5$."], "5").correct is True  # human-written text
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        ["Add.", "# Answer\n\n5"],
+        ["Add.", "So $x = \\boxed{5}$."],
+        ["Add.", "The answer is $5$."],
+        ["Add.", "Final Answer: 5"],
+    ],
+)
+def test_generated_sample_with_a_stated_answer_keeps_it(steps):
+    assert extract_answer(steps) == "5"
+    assert grade_answer(steps, "5", last_line=False).correct is True
+
+
+def test_grade_many_reads_generated_samples_strictly_and_golds_by_their_last_line():
+    pairs = [(["Step.", "5"], "5"), (["Step.", "# Answer\n\n5"], "The sum is\n5")]
+    strict = grade_many(pairs, workers=1, progress=False, last_line=False)
+    assert [(g.correct, g.reason) for g in strict] == [(False, "no-answer"), (True, "exact")]
+    assert grade_many(pairs[:1], workers=1, progress=False)[0].correct is True

@@ -72,3 +72,46 @@ def test_weighted_vote_sums_scores_per_answer_class():
 
 def test_default_clustering_uses_prmkit_grading():
     assert cluster_answers(["1/2", "0.5", "\\frac{1}{2}", "3", None]) == [0, 0, 0, 1, -1]
+
+
+# ---- generated samples without a stated final answer have no answer and do not vote ----
+
+_UNFINISHED = [["Let $x = 3$.", "It"], ["We try again.", "So"], ["Hmm.", "So"]]
+_FINISHED = [["$2 + 5 = 7$.", "# Answer\n\n7"], ["Add them.", "The answer is $7$."]]
+
+
+def test_junk_last_lines_of_unfinished_samples_do_not_win_the_majority_vote():
+    from prmkit.grading import extract_answer
+
+    answers = [extract_answer(steps) for steps in _UNFINISHED + _FINISHED]
+    assert answers == [None, None, None, "7", "7"]
+    assert majority_vote(answers) == 3
+    # weights favouring the unfinished samples change nothing: they have no vote
+    assert weighted_vote(answers, [0.9, 0.9, 0.9, 0.1, 0.2]) == 4
+
+
+def test_generated_sample_files_store_no_answer_for_unfinished_samples(tmp_path):
+    import json
+
+    from prmkit.generation import Completion, RequestOutput, Sampler, SamplingParams
+    from prmkit.generation.files import generate_file
+
+    texts = ["Let $x = 3$.\n\nIt", "Add.\n\n# Answer\n\n7", "So.\n\n$\\boxed{7}$"]
+
+    class Unfinished(Sampler):
+        backend, model = "fake", "fake-model"
+
+        def generate(self, requests, params, progress=False):
+            return [RequestOutput(r.key, [Completion(texts[i % 3], 5, "stop")])
+                    for i, r in enumerate(requests)]
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"problem": "What is 3 + 4?", "answer": "7",
+                                    "unique_id": "p1"}) + "\n")
+    out = tmp_path / "samples.jsonl"
+    generate_file(Unfinished(), problems, out, n=3, params=SamplingParams(max_tokens=16),
+                  seed=0, progress=False, chunk_size=3)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["answer"], r["is_correct"]) for r in rows] == [
+        (None, False), ("7", True), ("7", True)]
+    assert majority_vote([r["answer"] for r in rows]) == 1

@@ -85,7 +85,8 @@ def _orm_examples(stream, options, report, cfg: DataConfig, stats: Counter) -> l
             if ex.outcome is not None or _is_final(ex):
                 pending.append((ex, gold if ex.outcome is None else None))
     to_grade = [(i, ex, g) for i, (ex, g) in enumerate(pending) if g is not None]
-    grades = grade_many([(list(ex.steps), g) for _, ex, g in to_grade], progress=False) if to_grade else []
+    grades = grade_many([(list(ex.steps), g) for _, ex, g in to_grade], progress=False,
+                        last_line=False) if to_grade else []
     verdict = {i: gr.correct for (i, _, _), gr in zip(to_grade, grades)}
     out = []
     for i, (ex, _gold) in enumerate(pending):
