@@ -1,0 +1,241 @@
+"""TRL adapter: a `reward_funcs` callable and a `GRPOTrainer` with per-token process credit.
+
+    from prmkit.rewards.trl import ProcessReward, ProcessRewardGRPOTrainer
+    prm = ProcessReward(scorer, policy_tokenizer=tok)
+    trainer = ProcessRewardGRPOTrainer(model=policy, reward_funcs=[prm], credit="min",
+                                       args=GRPOConfig(...), train_dataset=ds)
+
+Tested with TRL 1.16.0 (constraints.txt). What this relies on, checked when the trainer is
+built (a TRL whose interface changed gets `TRLInterfaceError`, never a silent wrong reward):
+
+- reward functions are called as ``f(prompts=, completions=, completion_ids=, **columns)``
+  with one row per completion, and None is read as "no reward" (NaN, left out of baselines);
+- ``GRPOTrainer._generate_and_score_completions(inputs)`` returns a dict whose
+  "advantages" is (B,) and whose "completion_ids" / "completion_mask" are (B, T), rows in
+  the order the reward functions saw them, groups of `num_generations` consecutive rows;
+- ``GRPOTrainer._compute_loss`` accepts advantages of shape (B, T) (it unsqueezes only 1-D).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+import numpy as np
+
+from prmkit.errors import PrmkitError
+from prmkit.rewards.contract import CompletionRewards, compute_step_rewards
+from prmkit.rewards.credit import (
+    DEFAULT_EPS,
+    credit_rule,
+    mix_verifier,
+    spread_to_tokens,
+    step_advantages,
+)
+from prmkit.rewards.diagnostics import batch_diagnostics, verifier_rewards
+
+TESTED_TRL = ("1.16",)  # major.minor versions whose GRPOTrainer internals were tested
+
+
+class TRLInterfaceError(PrmkitError):
+    """The installed TRL does not have the interface this adapter was tested against."""
+
+
+def _text(message_or_text) -> str | None:
+    """A plain string, or the content of the last message of a conversation."""
+    if isinstance(message_or_text, str):
+        return message_or_text
+    if isinstance(message_or_text, list) and message_or_text:
+        last = message_or_text[-1]
+        if isinstance(last, dict) and isinstance(last.get("content"), str):
+            return last["content"]
+    return None
+
+
+def _problem(prompt) -> str:
+    """The problem text of a TRL prompt: the string itself, or the last user message."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        for message in reversed(prompt):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return str(message.get("content", ""))
+    return ""
+
+
+class ProcessReward:
+    """TRL `reward_funcs` entry: each completion's PRM score (prmkit's aggregation), None
+    when no step is gradable. The step rewards of the last call stay in `last` (with the
+    policy token ends when the policy tokenizer is given) for `ProcessRewardGRPOTrainer`.
+
+    problem_key: a dataset column holding the problem text the PRM should see (TRL passes
+    every column as a keyword); without it the prompt (or its last user message) is used.
+    """
+
+    __name__ = "prm"
+
+    def __init__(self, scorer, *, policy_tokenizer=None, problem_key: str | None = "problem",
+                 aggregation: str | None = None, max_tokens_per_batch: int | None = None):
+        self.scorer = scorer
+        self.policy_tokenizer = policy_tokenizer
+        self.problem_key = problem_key
+        self.aggregation = aggregation
+        self.max_tokens_per_batch = max_tokens_per_batch
+        self.last: list[CompletionRewards] = []
+        self.last_lengths: list[int] = []
+
+    def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float | None]:
+        problems = kwargs.get(self.problem_key) if self.problem_key else None
+        if problems is None:
+            problems = [_problem(p) for p in prompts]
+        texts = [_text(c) for c in completions]
+        ids = None
+        if completion_ids is not None and self.policy_tokenizer is not None:
+            ids = [list(map(int, row)) for row in completion_ids]
+        self.last = compute_step_rewards(
+            self.scorer, [str(p) for p in problems], texts,
+            policy_tokenizer=self.policy_tokenizer, policy_token_ids=ids,
+            max_tokens_per_batch=self.max_tokens_per_batch, aggregation=self.aggregation)
+        self.last_lengths = [len(r) for r in completion_ids] if completion_ids is not None else []
+        return [r.score for r in self.last]
+
+
+class VerifierReward:
+    """TRL `reward_funcs` entry: 1.0 / 0.0 from prmkit's grader against the dataset column
+    `answer_key`; None when undecided. The last call's values stay in `last`."""
+
+    __name__ = "verifier"
+
+    def __init__(self, answer_key: str = "answer"):
+        self.answer_key = answer_key
+        self.last: list[float | None] = []
+
+    def __call__(self, prompts, completions, **kwargs) -> list[float | None]:
+        if self.answer_key not in kwargs:
+            raise PrmkitError(f"the dataset has no {self.answer_key!r} column for the verifier")
+        self.last = verifier_rewards([_text(c) for c in completions], kwargs[self.answer_key])
+        return self.last
+
+
+def check_trl_interface(trainer_cls=None) -> str:
+    """The installed TRL's version, after checking the internals this adapter relies on."""
+    try:
+        import trl
+        from trl import GRPOTrainer
+    except ImportError as e:
+        raise TRLInterfaceError("TRL is not installed: pip install 'prmkit[rl]'") from e
+    cls = trainer_cls or GRPOTrainer
+    version = trl.__version__
+    if ".".join(version.split(".")[:2]) not in TESTED_TRL:
+        raise TRLInterfaceError(f"TRL {version} is untested (tested: {', '.join(TESTED_TRL)}.x); "
+                                "install the version in constraints.txt")
+    needed = {"_generate_and_score_completions": ["inputs"], "_calculate_rewards":
+              ["inputs", "prompts", "completions", "completion_ids_list"]}
+    for name, params in needed.items():
+        fn = getattr(cls, name, None)
+        if fn is None or list(inspect.signature(fn).parameters)[1:] != params:
+            raise TRLInterfaceError(f"TRL {version}: GRPOTrainer.{name} is not ({', '.join(params)})")
+    loss = inspect.getsource(cls._compute_loss)
+    if "advantages.dim() == 1" not in loss:
+        raise TRLInterfaceError(f"TRL {version}: GRPOTrainer._compute_loss may not accept "
+                                "(B, T) advantages")
+    return version
+
+
+def _gather(values: list) -> list:
+    from accelerate.utils import gather_object
+
+    return list(gather_object(values))
+
+
+class _Base:
+    """Mixin over TRL's GRPOTrainer (built by `ProcessRewardGRPOTrainer`)."""
+
+    def _init_credit(self, credit, verifier_weight, credit_kwargs):
+        self.credit = credit_rule(credit)
+        self.verifier_weight = float(verifier_weight)
+        self.credit_kwargs = {"eps": DEFAULT_EPS, **(credit_kwargs or {})}
+        prms = [f for f in self.reward_funcs if isinstance(f, ProcessReward)]
+        if len(prms) != 1:
+            raise PrmkitError("reward_funcs needs exactly one prmkit ProcessReward")
+        self.process_reward = prms[0]
+        if self.process_reward.policy_tokenizer is None:
+            self.process_reward.policy_tokenizer = self.processing_class
+        verifiers = [f for f in self.reward_funcs if isinstance(f, VerifierReward)]
+        self.verifier = verifiers[0] if verifiers else None
+        if self.verifier_weight and self.verifier is None:
+            raise PrmkitError("verifier_weight needs a VerifierReward among reward_funcs")
+
+    def token_advantages(self, rewards: Sequence[CompletionRewards], lengths: Sequence[int],
+                         group_size: int, width: int,
+                         verifier: Sequence[float | None] | None = None) -> np.ndarray:
+        """(B, width) advantages of the whole (gathered) batch under the trainer's credit."""
+        groups = [i // group_size for i in range(len(rewards))]
+        adv = step_advantages(self.credit, [r.probabilities for r in rewards], groups,
+                              scores=[r.score for r in rewards], **self.credit_kwargs)
+        if verifier is not None and self.verifier_weight:
+            adv = mix_verifier(adv, verifier, groups, self.verifier_weight,
+                               eps=self.credit_kwargs["eps"])
+        ends = [[s.policy_token_end for s in r.steps] for r in rewards]
+        return spread_to_tokens(adv, ends, lengths, width)
+
+    def _generate_and_score_completions(self, inputs):
+        import torch
+
+        out = super()._generate_and_score_completions(inputs)
+        base = out.get("advantages")
+        mask = out.get("completion_mask")
+        if base is None or mask is None or base.dim() != 1 or mask.dim() != 2:
+            raise TRLInterfaceError("GRPOTrainer._generate_and_score_completions no longer "
+                                    "returns (B,) advantages and a (B, T) completion_mask")
+        local = self.process_reward.last
+        if len(local) != base.size(0) or len(self.process_reward.last_lengths) != len(local):
+            raise TRLInterfaceError(f"{len(local)} process rewards for {base.size(0)} rows: TRL "
+                                    "no longer scores the rows it trains on")
+        mode = "train" if self.model.training else "eval"
+        group = self.num_generations if mode == "train" else self.num_generations_eval
+        rewards = _gather(local)
+        lengths = _gather(self.process_reward.last_lengths)
+        verifier = _gather(self.verifier.last) if self.verifier is not None else None
+        width = mask.size(1)
+        table = self.token_advantages(rewards, lengths, group, width, verifier)
+        start = self.accelerator.process_index * len(local)
+        mine = torch.as_tensor(table[start: start + len(local)], dtype=torch.float32,
+                               device=base.device)
+        out["advantages"] = mine * mask.to(mine.dtype)
+        lengths_local = self.process_reward.last_lengths
+        for name, value in batch_diagnostics(local, lengths_local, verifier and
+                                             verifier[start: start + len(local)]).items():
+            if not np.isnan(value):
+                self._metrics[mode][f"prm/{name}"].append(value)
+        return out
+
+
+def _trainer_class():
+    from trl import GRPOTrainer
+
+    class ProcessRewardGRPOTrainer(_Base, GRPOTrainer):
+        """GRPOTrainer whose advantages are (B, T) process credits (prmkit.rewards.credit).
+
+        credit: "process", "min", "softmin", "clip_delta" or "outcome"; credit_kwargs: their
+        settings (eps, temperature, eta, clip, delta); verifier_weight: weight of a
+        `VerifierReward` among reward_funcs, mixed in group-normalised. TRL's own scalar
+        rewards are still computed and logged (rewards/prm/mean, ...); the batch's hacking
+        signals are logged as prm/*.
+        """
+
+        def __init__(self, *args, credit: str = "min", verifier_weight: float = 0.0,
+                     credit_kwargs: dict | None = None, **kwargs):
+            check_trl_interface(GRPOTrainer)
+            super().__init__(*args, **kwargs)
+            self._init_credit(credit, verifier_weight, credit_kwargs)
+
+    return ProcessRewardGRPOTrainer
+
+
+def __getattr__(name: str):
+    if name == "ProcessRewardGRPOTrainer":  # built on first use: importing needs no TRL
+        cls = _trainer_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module 'prmkit.rewards.trl' has no attribute {name!r}")
