@@ -250,6 +250,7 @@ def run_load(workdir: Path, labellers: int = 20, items: int = 20, overlap: int =
             service.create_user(s, f"l{i:02d}", PASSWORD)
         project = service.configure_project(s, "load", phase=1, overlap=overlap)
         s.commit()
+        service.set_members(s, project, [f"l{i:02d}" for i in range(labellers)])
         service.import_queue(s, project, write_queue(workdir / "queue.jsonl",
                                                      [phase1_record(i) for i in range(items)]))
     app.state.engine.dispose()
@@ -360,3 +361,36 @@ def run_load(workdir: Path, labellers: int = 20, items: int = 20, overlap: int =
         "exported": exported,
         "export_path": str(out),
     }
+
+
+# --- an in-process server -------------------------------------------------------------------
+
+
+class ThreadServer:
+    """A FastAPI app served by uvicorn in a thread of the test process, on 127.0.0.1 (for
+    tests that patch the app's code or look at its memory); stops on leaving the block."""
+
+    def __init__(self, app):
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
+                                                    log_level="warning", lifespan="on"))
+        self.thread = None
+
+    def __enter__(self) -> ThreadServer:
+        import threading
+
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the server did not start in 30 s")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)

@@ -28,6 +28,7 @@ def labelling_app(tmp_path, items: int, **release):
         service.create_user(db, "bob", PASSWORD)
         project = service.configure_project(db, "p1", phase=1, overlap=1)
         db.commit()
+        service.set_members(db, project, ["ann", "bob"])
         service.import_queue(db, project, write_queue(
             tmp_path / "q.jsonl", [phase1_record(i) for i in range(items)]))
     return app

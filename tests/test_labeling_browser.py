@@ -37,6 +37,7 @@ def _prepare(db: str, queue: Path) -> None:
         service.create_user(s, "ann", PASSWORD)
     app.state.engine.dispose()
     assert main(["label", "import", str(queue), "--project", "phase1-test", "--db", db]) == 0
+    assert main(["label", "members", "add", "ann", "--project", "phase1-test", "--db", db]) == 0
 
 
 def _sign_in(page, url: str, name: str) -> None:
@@ -113,6 +114,7 @@ def _second_labeller(db: str) -> None:
         service.import_queue(s, project, write_queue(Path(db).with_name("gold.jsonl"),
                                                      [phase1_record(9, rated=True, qc=True)]))
         bob = service.create_user(s, "bob", PASSWORD)
+        service.add_members(s, project, ["bob"])
         for ratings in ([[1], [1, -1, -1], [1]], [[1], [1, 0, 0], [-1]], [[1], [-1, -1, 0], [1]]):
             task = service.next_task(s, bob, project)
             for pos, r in enumerate(ratings):

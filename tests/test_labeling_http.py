@@ -33,6 +33,7 @@ def app(tmp_path):
         service.create_user(db, "bob", PASSWORD)
         project = service.configure_project(db, "p1", phase=1)
         db.commit()
+        service.set_members(db, project, ["ann", "bob"])
         service.import_queue(db, project, write_queue(tmp_path / "q.jsonl",
                                                       [phase1_record(3), phase1_record(4)]))
     yield app
@@ -53,7 +54,7 @@ def test_pages_and_posts_need_an_account(app):
                  "/admin/projects/1/export", "/admin/projects/1/stats.json",
                  "/admin/projects/1/tasks", "/admin/tasks/1"):
         r = c.get(path)
-        assert r.status_code == 303 and r.headers["location"] == "/login", path
+        assert r.status_code == 303 and r.headers["location"] == "/login?next=" + path, path
     for path in ("/projects/1/next", "/tasks/1/steps/0", "/tasks/1/steps/0/undo",
                  "/tasks/1/finish", "/admin/users",
                  "/admin/projects/1/release", "/logout"):
@@ -178,6 +179,9 @@ def test_admin_creates_an_account_that_then_labels_a_solution_exported_for_prmki
     csrf = login(admin, "root")
     r = admin.post("/admin/users", data={"csrf_token": csrf, "username": "cleo",
                                          "password": "password-c", "role": "labeller"})
+    assert r.status_code == 303
+    r = admin.post("/admin/projects/1/members", data={"csrf_token": csrf,
+                                                      "member": ["ann", "bob", "cleo"]})
     assert r.status_code == 303
     c = client(app)
     task = take_task(c, login(c, "cleo", "password-c"))

@@ -20,15 +20,15 @@ from labeling_support import (  # noqa: F401
     sessions,
     write_queue,
 )
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from prmkit.cli import main
 from prmkit.data import read_records
 from prmkit.data.prm800k import to_dict
 from prmkit.data.stats import file_stats
 from prmkit.errors import DataError
-from prmkit.labeling import qc, service
-from prmkit.labeling.models import Base, Item, StepLabel, User, utcnow
+from prmkit.labeling import qc, security, service
+from prmkit.labeling.models import Base, Item, Project, StepLabel, Task, User, utcnow
 
 
 def _sid() -> str:
@@ -54,6 +54,7 @@ def setup(sessions, tmp_path):
     bob = service.create_user(db, "bob", "password-b")
     project = service.configure_project(db, "p1", phase=1)
     db.commit()
+    service.set_members(db, project, ["ann", "bob"])
     queue = write_queue(tmp_path / "queue.jsonl", [phase1_record(3), phase1_record(5)])
     assert service.import_queue(db, project, queue) == 2
     yield db, project, ann, bob, tmp_path
@@ -67,6 +68,7 @@ def phase2(sessions, tmp_path):
     ann = service.create_user(db, "ann", "password-a")
     project = service.configure_project(db, "p2", phase=2)
     db.commit()
+    service.set_members(db, project, ["ann"])
     service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(1)]))
     yield db, project, ann, service.next_task(db, ann, project)
     db.close()
@@ -93,11 +95,18 @@ def test_database_of_the_first_schema_upgrades_to_head_and_keeps_its_labels(db_u
         command.upgrade(cfg, "0001")
     make = dbmod.make_sessionmaker(engine)
     with make() as db:
-        ann = service.create_user(db, "ann", "password-a")
+        # the first schema's users table (no `disabled` column): written as its app did
+        db.execute(text("INSERT INTO users (username, password_hash, role, created_at) "
+                        "VALUES ('ann', :h, 'labeller', :t)"),
+                   {"h": security.hash_password("password-a"), "t": utcnow()})
+        ann_id = db.scalar(text("SELECT id FROM users WHERE username = 'ann'"))
         project = service.configure_project(db, "p1", phase=2)
         db.commit()
         service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase2_record(3)]))
-        task = service.next_task(db, ann, project)
+        item = db.scalar(select(Item))
+        task = Task(item_id=item.id, user_id=ann_id, status="open", started_at=utcnow())
+        db.add(task)
+        db.flush()
         # a rating stored by the first schema's app (today's submit_step reads the new table)
         db.add(StepLabel(task_id=task.id, position=0, ratings=[1], flags=[False],
                          submission_id=_sid()))
@@ -108,6 +117,9 @@ def test_database_of_the_first_schema_upgrades_to_head_and_keeps_its_labels(db_u
         diff = compare_metadata(MigrationContext.configure(db.connection()), Base.metadata)
         assert diff == []
         ann = db.scalar(select(User).where(User.username == "ann"))
+        # the labellers of the first schema keep their access: members of every project
+        assert [u.username for u in service.members(db, db.get(Project, project.id))] == ["ann"]
+        assert not ann.disabled
         assert [lb.position for lb in service.view_task(db, ann, task_id).labels] == [0]
         sid = _sid()
         service.submit_step(db, ann, task_id, 1, [1], [False], sid)
@@ -235,6 +247,7 @@ def test_overlap_two_gives_each_solution_to_two_labellers_and_exports_both(setup
     service.configure_project(db, "p1", overlap=2)
     db.commit()
     carl = service.create_user(db, "carl", "password-c")
+    service.add_members(db, project, ["carl"])
     for user in (ann, bob, carl, ann, bob, carl):
         task = service.next_task(db, user, project)
         if task is not None:
@@ -266,6 +279,7 @@ def test_gold_questions_are_served_at_the_rate_and_scored_against_the_key(sessio
     ann = service.create_user(db, "ann", "password-a")
     project = service.configure_project(db, "g", phase=1, gold_rate=0.25)
     db.commit()
+    service.set_members(db, project, ["ann"])
     service.import_queue(db, project, write_queue(tmp_path / "q.jsonl",
                                                   [phase1_record(i) for i in range(6)]))
     service.import_queue(db, project, write_queue(
@@ -290,6 +304,7 @@ def test_a_labeller_below_the_screening_mark_gets_no_task(sessions, tmp_path):
     bob = service.create_user(db, "bob", "password-b")
     project = service.configure_project(db, "s", phase=1, screening_size=2, screening_pass=0.75)
     db.commit()
+    service.set_members(db, project, ["ann", "bob"])
     service.import_queue(db, project, write_queue(tmp_path / "q.jsonl", [phase1_record(1)]))
     service.import_queue(db, project, write_queue(
         tmp_path / "s.jsonl", [phase1_record(10, rated=True), phase1_record(11, rated=True)]),
@@ -347,6 +362,7 @@ def test_real_phase1_test_example_labelled_and_read_back(sessions, shared_data, 
     ann = service.create_user(db, "ann", "password-a")
     project = service.configure_project(db, "real", phase=1)
     db.commit()
+    service.set_members(db, project, ["ann"])
     src = shared_data / "prm800k" / "raw-examples" / "phase1_test.concatenated.json"
     assert service.import_queue(db, project, src) == 1
     (original,) = read_records(src)
@@ -388,6 +404,7 @@ def test_idle_task_is_released_and_its_solution_ends_with_k_labels_exported_once
     db.commit()
     carl = service.create_user(db, "carl", "password-c")
     dave = service.create_user(db, "dave", "password-d")
+    service.add_members(db, project, ["carl", "dave"])
     abandoned = service.next_task(db, ann, project)
     service.submit_step(db, ann, abandoned.id, 0, [-1], [True], _sid())
     _idle_since(db, abandoned, 3)
@@ -607,6 +624,8 @@ def test_sixteen_labellers_taking_tasks_at_once_never_exceed_the_overlap(session
         users = [service.create_user(db, f"u{i}", "password-x") for i in range(16)]
         projects = [service.configure_project(db, f"p{k}", overlap=2) for k in range(3)]
         db.commit()
+        for project in projects:
+            service.set_members(db, project, [u.username for u in users])
         for k, project in enumerate(projects):
             service.import_queue(db, project, write_queue(
                 tmp_path / f"q{k}.jsonl", [phase1_record(i) for i in range(30)]))

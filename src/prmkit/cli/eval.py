@@ -139,10 +139,12 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
                       args):
     """Step probabilities per id from a trained model via prmkit.scoring.Scorer (None for a
     step cut by the model's max length; the metrics count it as NULL_STEP_SCORE)."""
+    from prmkit.cli.prm_options import prm_load_options
     from prmkit.scoring import Scorer
 
     scorer = Scorer.from_pretrained(model_dir, device=args.device,
-                                    attn_implementation=args.attn_implementation)
+                                    attn_implementation=args.attn_implementation,
+                                    **prm_load_options(args))
     ids = list(problems_and_steps)
     probs = scorer.score([problems_and_steps[i] for i in ids], progress=True)
     return dict(zip(ids, probs))
@@ -268,6 +270,7 @@ def cmd_steps(args) -> int:
 
 
 def register(subparsers) -> None:
+    from prmkit.cli.prm_options import add_prm_arguments
     from prmkit.cli.score import add_device_arguments
 
     p = subparsers.add_parser("eval", help="evaluate scores: best-of-N, ProcessBench, PRMBench")
@@ -308,6 +311,7 @@ def register(subparsers) -> None:
                      help="JSONL of {id, prediction} or {id, step_scores} (e.g. the output "
                           "of `prmkit score`; a null step score counts as 0.0: flagged)")
     add_device_arguments(pbp)
+    add_prm_arguments(pbp)
     pbp.add_argument("--data", help="ProcessBench directory (default ../shared/data/processbench)")
     pbp.add_argument("--subsets", help="comma-separated subsets (default: all found)")
     pbp.add_argument("--tune-fraction", type=float, default=None,
@@ -321,6 +325,7 @@ def register(subparsers) -> None:
     src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
     src.add_argument("--predictions", help="JSONL of {id, step_scores} or {id, step_valid}")
     add_device_arguments(pr)
+    add_prm_arguments(pr)
     pr.add_argument("--data", action="append",
                     help="PRMBench .jsonl file or directory (repeatable; default "
                          "../shared/data/prmbench)")

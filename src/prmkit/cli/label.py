@@ -1,5 +1,5 @@
 """`prmkit label`: the step-labelling web app (serve), its queues (import, export, release
-of idle tasks) and accounts (users)."""
+of idle tasks), project members (members) and accounts (users)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from prmkit.labeling import create_app, service
 
-    app = create_app(args.db, secure_cookies=args.secure_cookies, release_idle=release_idle)
+    if not (math.isfinite(args.max_upload_mb) and args.max_upload_mb > 0):
+        raise service.LabelingError(f"--max-upload-mb must be a positive number, "
+                                    f"got {args.max_upload_mb:g}")
+    app = create_app(args.db, secure_cookies=args.secure_cookies, release_idle=release_idle,
+                     max_upload_bytes=int(args.max_upload_mb * (1 << 20)))
     with app.state.sessionmaker() as s:
         if not any(u.role == "admin" for u in service.list_users(s)):
             print(f"prmkit: note: no admin yet; create one with "
@@ -63,10 +67,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     from prmkit.labeling import service
 
     with _sessions(args)() as s:
-        project = service.configure_project(
-            s, args.project, phase=args.phase, overlap=args.overlap, gold_rate=args.gold_rate,
-            screening_size=args.screening_size, screening_pass=args.screening_pass)
-        s.commit()
+        # One transaction: a queue that fails to import leaves no new project behind.
+        try:
+            project = service.configure_project(
+                s, args.project, phase=args.phase, overlap=args.overlap,
+                gold_rate=args.gold_rate, screening_size=args.screening_size,
+                screening_pass=args.screening_pass)
+        except BaseException:
+            s.rollback()
+            raise
         n = service.import_queue(s, project, args.path, None if args.kind == "auto" else args.kind,
                                  format=args.format)
         print(f"imported {n} solutions into project {project.name!r} (phase {project.phase})")
@@ -105,6 +114,22 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_members(args: argparse.Namespace) -> int:
+    from prmkit.labeling import service
+
+    with _sessions(args)() as s:
+        project = service.get_project(s, args.project)
+        if args.action == "add":
+            service.add_members(s, project, args.names)
+        elif args.action == "remove":
+            service.remove_members(s, project, args.names)
+        elif args.action == "set":
+            service.set_members(s, project, args.names)
+        for u in service.members(s, project):
+            print(u.username)
+    return 0
+
+
 def _password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
@@ -126,10 +151,14 @@ def cmd_users(args: argparse.Namespace) -> int:
     with _sessions(args)() as s:
         if args.action == "list":
             for u in service.list_users(s):
-                print(f"{u.username}\t{u.role}")
+                print(f"{u.username}\t{u.role}" + ("\tdisabled" if u.disabled else ""))
         elif args.action == "add":
             service.create_user(s, args.name, _password(args), args.role)
             print(f"created {args.role} {args.name}")
+        elif args.action in ("disable", "enable"):
+            service.set_disabled(s, service.get_user(s, args.name), args.action == "disable")
+            print(f"{args.name} {args.action}d" + ("; their sessions are closed"
+                                                   if args.action == "disable" else ""))
         else:
             service.set_password(s, args.name, _password(args))
             print(f"password of {args.name} changed; their sessions are closed")
@@ -152,6 +181,9 @@ def register(subparsers) -> None:
     s.add_argument("--secure-cookies", action="store_true",
                    help="mark cookies Secure (behind an HTTPS proxy)")
     s.add_argument("--log-level", default="info")
+    s.add_argument("--max-upload-mb", type=float, default=64,
+                   help="largest queue file the dashboard takes, in MiB (default 64; a larger "
+                        "upload is refused with 413 before it is read)")
     s.add_argument("--release-idle-hours", type=float, metavar="H",
                    help="while serving, release open tasks idle for more than H hours, as "
                         "`prmkit label release` does, for every project (default: never)")
@@ -191,8 +223,18 @@ def register(subparsers) -> None:
     r.add_argument("--user", help="only this labeller's tasks")
     r.set_defaults(func=cmd_release)
 
-    u = with_db(sub.add_parser("users", help="list, add accounts or change a password"))
-    u.add_argument("action", choices=["list", "add", "passwd"])
+    m = with_db(sub.add_parser(
+        "members", help="list or set who labels a project",
+        description="A labeller sees and takes tasks only of the projects they are a member "
+                    "of; prints the members after the change."))
+    m.add_argument("action", choices=["list", "add", "remove", "set"])
+    m.add_argument("names", nargs="*", metavar="USER")
+    m.add_argument("--project", required=True)
+    m.set_defaults(func=cmd_members)
+
+    u = with_db(sub.add_parser(
+        "users", help="list, add, disable or enable accounts or change a password"))
+    u.add_argument("action", choices=["list", "add", "passwd", "disable", "enable"])
     u.add_argument("name", nargs="?")
     u.add_argument("--role", choices=["admin", "labeller"], default="labeller")
     u.add_argument("--password-stdin", action="store_true", help="read the password from stdin")

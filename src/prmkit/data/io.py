@@ -35,9 +35,32 @@ def iter_jsonl(path: str | os.PathLike, skip_bad: bool = False, bad: list | None
                     bad.append((lineno, json_line_error(raw)))
 
 
+def utf8_error(raw: bytes) -> str | None:
+    """Why `raw` is not UTF-8 text (the byte and its column), or None if it is."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        column = len(raw[:e.start].decode("utf-8", "replace")) + 1
+        return f"not UTF-8 text: byte 0x{raw[e.start]:02x} at column {column}"
+    return None
+
+
+def first_utf8_error(path: str | os.PathLike) -> tuple[int, str] | None:
+    """(line, message) of the first line of a file that is not UTF-8 text, or None."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            message = utf8_error(raw)
+            if message is not None:
+                return lineno, message
+    return None
+
+
 def json_line_error(raw: bytes) -> str:
     """Why one JSONL line is not JSON, with the column in that line (orjson counts the
     line's own newline as a second line)."""
+    not_utf8 = utf8_error(raw)
+    if not_utf8 is not None:
+        return not_utf8
     try:
         orjson.loads(raw.rstrip(b"\r\n"))
     except orjson.JSONDecodeError as e:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from prmkit.data.io import iter_jsonl
+from prmkit.data.io import first_utf8_error, iter_jsonl
 from prmkit.errors import DataError
 
 CHUNK_CHARS = 1 << 20
@@ -112,6 +112,15 @@ def iter_json_values(
     Malformed JSON raises DataError with file and line; with skip_bad the reader records
     (line, message) in `bad` and resumes at the next line that starts with '{'.
     """
+    try:
+        yield from _iter_values(path, skip_bad, bad)
+    except UnicodeDecodeError:
+        found = first_utf8_error(path)
+        line, message = found if found is not None else (None, "not UTF-8 text")
+        raise DataError(str(path), line, None, message) from None
+
+
+def _iter_values(path, skip_bad: bool, bad: list | None) -> Iterator[tuple[int, Any]]:
     with open(path, encoding="utf-8") as f:
         buf = _Buffer(f)
         first = buf.skip_ws()

@@ -365,7 +365,7 @@ def _read_jsonl(path: str, skip_bad: bool, bad: list | None) -> Iterator[Labelle
         for line, raw in enumerate(f, 1):
             try:
                 sol = _from_struct(_decoder.decode(raw), path, line)
-            except (msgspec.DecodeError, msgspec.ValidationError, _Unusual):
+            except (msgspec.DecodeError, msgspec.ValidationError, _Unusual, UnicodeDecodeError):
                 sol = None
             if sol is not None:
                 yield sol

@@ -4,30 +4,43 @@ Every state-changing request is a POST that carries the session's CSRF token (fo
 `csrf_token` or header `X-CSRF-Token`); the login form uses a double-submit cookie. A
 labeller reaches only their own tasks (others' answer 404) and no admin page (403).
 With `release_idle`, a background task releases every project's idle tasks while it runs.
+
+GET requests read through sessions that never take SQLite's write lock; sign-in hashes
+the password outside any transaction and is throttled per account and per client
+(`throttle`). `guard.BodyGuard` checks who is asking before a body is read and caps bodies.
+An ended session or a refused CSRF token shows a page to sign in again that keeps the
+labeller's input and sends it back once they have.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
+import re
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NamedTuple
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from prmkit.errors import DataError
+from prmkit.labeling import accounts, security, service
 from prmkit.labeling import db as dbmod
-from prmkit.labeling import security, service
+from prmkit.labeling.guard import FORM_BYTES, BodyGuard
 from prmkit.labeling.models import User
+from prmkit.labeling.throttle import LoginThrottle, ThrottleLimits
 
 HERE = Path(__file__).parent
 log = logging.getLogger("prmkit.labeling")
@@ -37,8 +50,30 @@ CSP = ("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' dat
        "font-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 
 
+MAX_UPLOAD_BYTES = 64 << 20
+LOCAL_PATH = re.compile(r"^/(?![/\\])[A-Za-z0-9/_.~%=&?+-]*$")
+
+
 class LoginRequired(Exception):
-    pass
+    """No live session; `carry` holds a POSTed form's fields, given back after sign-in."""
+
+    def __init__(self, carry: list[tuple[str, str]] | None = None, status: int = 401):
+        super().__init__("sign in first")
+        self.carry, self.status = carry, status
+
+
+def local_path(url: str | None) -> str | None:
+    """`url` if it is a path of this app (a safe place to return to after sign-in)."""
+    return url if url and len(url) <= 2000 and LOCAL_PATH.match(url) else None
+
+
+async def _carried(request: Request) -> list[tuple[str, str]] | None:
+    """A small urlencoded form's text fields (not the CSRF token), to give back."""
+    if request.method in ("GET", "HEAD") or not request.headers.get(
+            "content-type", "").startswith("application/x-www-form-urlencoded"):
+        return None
+    form = await request.form(max_part_size=FORM_BYTES)
+    return [(k, v) for k, v in form.multi_items() if isinstance(v, str) and k != "csrf_token"]
 
 
 class Current(NamedTuple):
@@ -47,29 +82,48 @@ class Current(NamedTuple):
 
 
 def get_db(request: Request) -> Iterator[Session]:
-    with request.app.state.sessionmaker() as db:
+    """A session per request: reads only for GET and HEAD (no write lock on SQLite)."""
+    state = request.app.state
+    read = request.method in ("GET", "HEAD")
+    with (state.read_sessions if read else state.sessionmaker)() as db:
         yield db
 
 
 DbDep = Annotated[Session, Depends(get_db)]
 
 
-def current_user(request: Request, db: DbDep) -> Current:
-    found = service.session_user(db, request.cookies.get(SESSION_COOKIE))
+def _who(request: Request, db: Session) -> Current | None:
+    token = request.cookies.get(SESSION_COOKIE)
+    s = accounts.live_session(db, token, request.app.state.session_idle)
+    if s is None:
+        return None
+    found = Current(s.user, s.csrf_token)
+    if accounts.needs_touch(s):
+        with request.app.state.sessionmaker() as w:
+            accounts.touch_session(w, token)
+    return found
+
+
+async def current_user(request: Request, db: DbDep) -> Current:
+    found = await asyncio.to_thread(_who, request, db)
     if found is None:
-        raise LoginRequired()
-    return Current(*found)
+        raise LoginRequired(await _carried(request))
+    return found
 
 
 CurrentDep = Annotated[Current, Depends(current_user)]
 
 
-async def csrf_checked(request: Request, cur: CurrentDep) -> Current:
-    form = await request.form()
+async def _check_csrf(request: Request, cur: Current) -> Current:
+    form = await request.form(max_part_size=FORM_BYTES)
     token = form.get("csrf_token") or request.headers.get("x-csrf-token")
     if not security.same_token(token if isinstance(token, str) else None, cur.csrf):
-        raise HTTPException(403, "CSRF token missing or wrong")
+        raise LoginRequired(await _carried(request), status=403)
     return cur
+
+
+async def csrf_checked(request: Request, cur: CurrentDep) -> Current:
+    return await _check_csrf(request, cur)
 
 
 PostDep = Annotated[Current, Depends(csrf_checked)]
@@ -81,8 +135,9 @@ def admin_user(cur: CurrentDep) -> Current:
     return cur
 
 
-def admin_post(cur: PostDep) -> Current:
-    return admin_user(cur)
+async def admin_post(request: Request, cur: Annotated[Current, Depends(admin_user)]) -> Current:
+    """An admin's post: the role is checked before the body is read."""
+    return await _check_csrf(request, cur)
 
 
 AdminDep = Annotated[Current, Depends(admin_user)]
@@ -123,11 +178,21 @@ def default_release_every(idle: timedelta) -> float:
 
 def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = False,
                release_idle: timedelta | None = None,
-               release_every: float | None = None) -> FastAPI:
+               release_every: float | None = None,
+               max_upload_bytes: int = MAX_UPLOAD_BYTES,
+               login_limits: ThrottleLimits | None = None,
+               session_idle: timedelta = accounts.SESSION_IDLE) -> FastAPI:
     """The app over a database (a SQLite path or URL, or postgresql://...), migrated first.
 
     With `release_idle`, open tasks idle for longer are released while the app runs, a
-    round every `release_every` seconds (default `default_release_every(release_idle)`)."""
+    round every `release_every` seconds (default `default_release_every(release_idle)`).
+    `max_upload_bytes` caps an uploaded queue (a larger one: 413); `login_limits` sets the
+    sign-in throttling; a session ends after `session_idle` without a request."""
+    if max_upload_bytes < 1:
+        raise service.LabelingError(f"the upload cap must be positive, got {max_upload_bytes}")
+    if session_idle <= timedelta(0):
+        raise service.LabelingError(f"the idle time of sessions must be positive, "
+                                    f"got {session_idle}")
     if release_idle is not None and release_idle <= timedelta(0):
         raise service.LabelingError(f"the idle time for releasing tasks must be positive, "
                                     f"got {release_idle}")
@@ -161,6 +226,10 @@ def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = Fals
     app.state.release_idle = release_idle
     app.state.release_every = release_every
     app.state.sessionmaker = dbmod.make_sessionmaker(engine)
+    app.state.read_sessions = dbmod.make_sessionmaker(engine, read_only=True)
+    app.state.login_throttle = LoginThrottle(login_limits or ThrottleLimits())
+    app.state.session_idle = session_idle
+    app.state.max_upload_bytes = max_upload_bytes
     app.state.secure_cookies = secure_cookies
     app.state.templates = Jinja2Templates(directory=HERE / "templates")
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -175,11 +244,28 @@ def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = Fals
             response.headers["Cache-Control"] = "no-store"
         return response
 
+    app.add_middleware(BodyGuard, max_upload_bytes=max_upload_bytes,
+                       session_cookie=SESSION_COOKIE)
+
     @app.exception_handler(LoginRequired)
     async def _login(request: Request, exc: LoginRequired):
-        if request.method == "GET":
-            return RedirectResponse("/login", 303)
-        return PlainTextResponse("sign in first", 401)
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method in ("GET", "HEAD"):
+            return RedirectResponse("/login?" + urlencode_next(path), 303)
+        return render_sign_in(request, exc.status, "session-ended" if exc.status == 401
+                              else "form-expired", next_url=path, carry=exc.carry)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        if any(e.get("loc", ("",))[0] == "path" for e in errors):
+            return _error(request, 404, "no such page")
+        fields = ", ".join(sorted({str(e["loc"][-1]) for e in errors if e.get("loc")}))
+        return _error(request, 400, f"missing or invalid fields: {fields}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        return _error(request, exc.status_code, str(exc.detail))
 
     def _error(request: Request, status: int, message: str):
         return render(request, "error.html", {"message": message}, status=status)
@@ -200,9 +286,10 @@ def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = Fals
     async def _bad_data(request: Request, exc: DataError):
         return _error(request, 400, str(exc))
 
-    from prmkit.labeling import routes
+    from prmkit.labeling import admin_routes, routes
 
     app.include_router(routes.router)
+    app.include_router(admin_routes.router)
     return app
 
 
@@ -213,10 +300,42 @@ def render(request: Request, name: str, context: dict, status: int = 200,
                                                         status_code=status)
 
 
+SIGN_IN_NOTES = {
+    "session-ended": "Your session has ended. Sign in again: what you entered is kept and "
+                     "sent once you have.",
+    "form-expired": "This form came from an older session. Sign in again: what you entered "
+                    "is kept and sent once you have.",
+    "signed-out": "Your session has ended; sign in again.",
+    "wrong": "wrong user name or password",
+    "throttled": "too many failed sign-ins; wait before trying again",
+}
+
+
+def urlencode_next(path: str) -> str:
+    return "next=" + quote(path, safe="/")
+
+
+def render_sign_in(request: Request, status: int, code: str | None, *,
+                   next_url: str | None = None, carry: list[tuple[str, str]] | None = None,
+                   headers: dict | None = None) -> HTMLResponse:
+    """The sign-in page, with a fixed message by code, where to go after, and a form's
+    fields to send again."""
+    token = login_form_token(request)
+    response = render(request, "login.html", {
+        "login_csrf": token, "error": SIGN_IN_NOTES.get(code or ""),
+        "next_url": local_path(next_url) or "",
+        "carry": json.dumps(carry) if carry else ""}, status)
+    response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict",
+                        secure=request.app.state.secure_cookies)
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
 def set_session_cookie(request: Request, response: Response, token: str) -> None:
     response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="lax",
                         secure=request.app.state.secure_cookies,
-                        max_age=int(service.SESSION_LIFETIME.total_seconds()))
+                        max_age=int(accounts.SESSION_LIFETIME.total_seconds()))
 
 
 def login_form_token(request: Request) -> str:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from prmkit.errors import PrmkitError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+READ_ONLY = "prmkit_read_only"  # execution option of sessions that only read
 
 
 def normalize_url(url: str) -> str:
@@ -47,7 +48,10 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the write lock at once; readers (READ_ONLY sessions) never take it,
+        # so in WAL mode they neither wait for a writer nor hold one up.
+        read = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
     return engine
 
@@ -61,5 +65,9 @@ def migrate(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
-def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+def make_sessionmaker(engine: Engine, read_only: bool = False) -> sessionmaker[Session]:
+    """Sessions over the engine. `read_only` ones begin deferred transactions on SQLite
+    (a plain BEGIN instead of BEGIN IMMEDIATE): for requests that only read."""
+    if read_only:
+        engine = engine.execution_options(**{READ_ONLY: True})
     return sessionmaker(engine, expire_on_commit=False)

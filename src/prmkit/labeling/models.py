@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ROLES = ("admin", "labeller")
@@ -29,6 +40,8 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # A disabled account cannot sign in, and its sessions are ended.
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class LoginSession(Base):
@@ -41,6 +54,8 @@ class LoginSession(Base):
     csrf_token: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime)
+    # The last request seen; a session idle for longer than the idle limit is over.
+    last_seen_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
     user: Mapped[User] = relationship(lazy="joined")
 
@@ -56,6 +71,18 @@ class Project(Base):
     screening_size: Mapped[int] = mapped_column(Integer, default=30)
     screening_pass: Mapped[float] = mapped_column(Float, default=0.75)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ProjectMember(Base):
+    """A labeller allowed to see and take the project's tasks (admins see every project)."""
+
+    __tablename__ = "project_members"
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
+                                            primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"),
+                                         primary_key=True, index=True)
+    added_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class Item(Base):

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import math
 import os
-import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -21,153 +20,48 @@ from prmkit.data.io import atomic_write, dumps_line
 from prmkit.data.prm800k import FINISH_REASONS, TOP_KEYS, to_dict
 from prmkit.data.readers import read_records
 from prmkit.data.records import LabelledSolution
-from prmkit.errors import DataError, PrmkitError
-from prmkit.labeling import security
+from prmkit.errors import DataError
+from prmkit.labeling.accounts import (  # noqa: F401  (the service's API)
+    SESSION_IDLE,
+    SESSION_LIFETIME,
+    authenticate,
+    close_session,
+    create_user,
+    get_user,
+    list_users,
+    open_session,
+    session_user,
+    set_disabled,
+    set_password,
+)
+from prmkit.labeling.errors import Conflict, LabelingError, NotFound
 from prmkit.labeling.models import (
     ITEM_KINDS,
-    ROLES,
     Item,
-    LoginSession,
     Project,
+    ProjectMember,
     StepLabel,
     Task,
     User,
     WithdrawnLabel,
     utcnow,
 )
+from prmkit.labeling.projects import (  # noqa: F401  (the service's API)
+    add_members,
+    configure_project,
+    create_project,
+    get_project,
+    is_member,
+    list_projects,
+    members,
+    project_for,
+    remove_members,
+    set_members,
+    update_project,
+)
 
-SESSION_LIFETIME = timedelta(days=7)
 NOTE_REASONS = ("bad_problem", "give_up")  # finish reasons that need a written reason
-_USERNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-
-
-class LabelingError(PrmkitError):
-    """A request the app refuses (shown to the user; HTTP 400)."""
-
-
-class NotFound(LabelingError):
-    """No such object for this user (HTTP 404: other labellers' tasks look absent)."""
-
-
-class Conflict(LabelingError):
-    """The request clashes with what is stored (HTTP 409)."""
-
-
-# --- accounts and sessions ---------------------------------------------------------------
-
-
-def create_user(db: Session, username: str, password: str, role: str = "labeller") -> User:
-    if role not in ROLES:
-        raise LabelingError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-    if not _USERNAME.match(username):
-        raise LabelingError("user names use letters, digits and _.@- (at most 64)")
-    if len(password) < 8:
-        raise LabelingError("passwords need at least 8 characters")
-    user = User(username=username, password_hash=security.hash_password(password), role=role)
-    db.add(user)
-    try:
-        db.commit()
-    except IntegrityError:
-        db.rollback()
-        raise Conflict(f"user {username!r} already exists") from None
-    return user
-
-
-def set_password(db: Session, username: str, password: str) -> None:
-    user = db.scalar(select(User).where(User.username == username))
-    if user is None:
-        raise NotFound(f"no user {username!r}")
-    if len(password) < 8:
-        raise LabelingError("passwords need at least 8 characters")
-    user.password_hash = security.hash_password(password)
-    db.execute(LoginSession.__table__.delete().where(LoginSession.user_id == user.id))
-    db.commit()
-
-
-def list_users(db: Session) -> list[User]:
-    return list(db.scalars(select(User).order_by(User.id)))
-
-
-def authenticate(db: Session, username: str, password: str) -> User | None:
-    user = db.scalar(select(User).where(User.username == username))
-    ok, new_hash = security.verify_password(password, user.password_hash if user else None)
-    if not ok or user is None:
-        return None
-    if new_hash:
-        user.password_hash = new_hash
-        db.commit()
-    return user
-
-
-def open_session(db: Session, user: User) -> tuple[str, str]:
-    """A new login session: (cookie token, CSRF token)."""
-    token, csrf = security.new_token(), security.new_token()
-    now = utcnow()
-    db.add(LoginSession(token_hash=security.token_hash(token), user_id=user.id, csrf_token=csrf,
-                        created_at=now, expires_at=now + SESSION_LIFETIME))
-    db.commit()
-    return token, csrf
-
-
-def session_user(db: Session, token: str | None) -> tuple[User, str] | None:
-    """(user, CSRF token) of a live session, or None."""
-    if not token:
-        return None
-    s = db.get(LoginSession, security.token_hash(token))
-    if s is None or s.expires_at < utcnow():
-        return None
-    return s.user, s.csrf_token
-
-
-def close_session(db: Session, token: str | None) -> None:
-    if token:
-        db.execute(LoginSession.__table__.delete().where(
-            LoginSession.token_hash == security.token_hash(token)))
-        db.commit()
-
-
-# --- projects and queue import ------------------------------------------------------------
-
-
-def get_project(db: Session, name: str) -> Project:
-    project = db.scalar(select(Project).where(Project.name == name))
-    if project is None:
-        raise NotFound(f"no project {name!r}")
-    return project
-
-
-def list_projects(db: Session) -> list[Project]:
-    return list(db.scalars(select(Project).order_by(Project.id)))
-
-
-def configure_project(db: Session, name: str, *, phase: int | None = None,
-                      overlap: int | None = None, gold_rate: float | None = None,
-                      screening_size: int | None = None,
-                      screening_pass: float | None = None) -> Project:
-    """Create the project or change its settings (None keeps a setting)."""
-    project = db.scalar(select(Project).where(Project.name == name))
-    if project is None:
-        project = Project(name=name, phase=phase or 1, overlap=1, gold_rate=0.0,
-                          screening_size=30, screening_pass=0.75)
-        db.add(project)
-    for key, value in (("phase", phase), ("overlap", overlap), ("gold_rate", gold_rate),
-                       ("screening_size", screening_size), ("screening_pass", screening_pass)):
-        if value is not None:
-            setattr(project, key, value)
-    _check_project(project)
-    db.flush()
-    return project
-
-
-def _check_project(p: Project) -> None:
-    if p.phase not in (1, 2):
-        raise LabelingError(f"phase must be 1 or 2, got {p.phase}")
-    if p.overlap < 1:
-        raise LabelingError(f"overlap must be at least 1, got {p.overlap}")
-    if not 0.0 <= p.gold_rate < 1.0:
-        raise LabelingError(f"gold rate must be in [0, 1), got {p.gold_rate}")
-    if p.screening_size < 1 or not 0.0 <= p.screening_pass <= 1.0:
-        raise LabelingError("screening size must be >= 1 and the pass mark in [0, 1]")
+MAX_IDLE_HOURS = 24 * 365 * 100
 
 
 def _positions(sol: LabelledSolution, where: str) -> tuple[list[dict], list[list[int | None]]]:
@@ -256,7 +150,11 @@ class TaskView:
 
 
 def _task_for(db: Session, user: User, task_id: int, lock: bool = False) -> Task:
+    """The user's task, in a project they are a member of; else NotFound."""
     q = select(Task).where(Task.id == task_id, Task.user_id == user.id)
+    if user.role != "admin":
+        q = q.where(exists().where(ProjectMember.user_id == user.id, Item.id == Task.item_id,
+                                   ProjectMember.project_id == Item.project_id))
     if lock:
         q = q.with_for_update(of=Task)
     task = db.scalar(q)
@@ -312,7 +210,13 @@ def _view(db: Session, task: Task) -> TaskView:
 
 
 def list_tasks(db: Session, user: User) -> list[Task]:
-    return list(db.scalars(select(Task).where(Task.user_id == user.id).order_by(Task.id.desc())))
+    """The user's tasks, newest first, in the projects they are a member of."""
+    q = select(Task).where(Task.user_id == user.id)
+    if user.role != "admin":
+        q = q.join(Item, Task.item_id == Item.id).join(
+            ProjectMember, (ProjectMember.project_id == Item.project_id)
+            & (ProjectMember.user_id == user.id))
+    return list(db.scalars(q.order_by(Task.id.desc())))
 
 
 def project_tasks(db: Session, project: Project, username: str | None = None) -> list[Task]:
@@ -359,7 +263,10 @@ def _agreement(reference: list[list[int | None]], labels: list[StepLabel]) -> tu
 def next_task(db: Session, user: User, project: Project) -> Task | None:
     """The labeller's open task in the project, else a new one: screening questions first
     (until passed), gold questions at the project's rate, otherwise the oldest item that
-    fewer than `overlap` labellers have. None when nothing is left (or screening failed)."""
+    fewer than `overlap` labellers have. None when nothing is left (or screening failed).
+    A labeller who is not a member of the project gets NotFound."""
+    if not is_member(db, user, project.id):
+        raise NotFound(f"no project {project.id}")
     for _attempt in range(3):
         try:
             return _next_task(db, user, project)
@@ -424,8 +331,22 @@ def _lock_item_with_room(db: Session, q, overlap: int) -> Item | None:
         full.append(item.id)
 
 
-def submit_step(db: Session, user: User, task_id: int, position: int, ratings: list[int],
-                flags: list[bool], submission_id: str, human_text: str | None = None) -> StepLabel:
+def _by_index(given: Sequence | Mapping[int, Any], n: int, what: str) -> list:
+    """A form's values by candidate index as a list of n, checked against n before
+    anything of the given size is built."""
+    if not isinstance(given, Mapping):
+        if len(given) != n:
+            raise LabelingError(f"expected {n} {what}, got {len(given)}")
+        return list(given)
+    if len(given) != n or any(not (isinstance(i, int) and 0 <= i < n) for i in given):
+        raise LabelingError(f"rate each of the {n} candidate steps (candidates 0 to {n - 1})")
+    return [given[i] for i in range(n)]
+
+
+def submit_step(db: Session, user: User, task_id: int, position: int,
+                ratings: Sequence[int] | Mapping[int, int],
+                flags: Sequence[bool] | Mapping[int, bool] | None, submission_id: str,
+                human_text: str | None = None) -> StepLabel:
     """Store one position's ratings. Idempotent: the same submission id returns the stored
     label (or, once that label was undone, is a Conflict); another submission for a rated
     position is a Conflict. In phase 2 a -1 ends the
@@ -451,10 +372,14 @@ def submit_step(db: Session, user: User, task_id: int, position: int, ratings: l
     if position >= len(positions):
         raise Conflict("every step of this task is rated")
     n = len(positions[position]["candidates"])
-    if len(ratings) != n or any(r not in (-1, 0, 1) for r in ratings):
+    ratings = _by_index(ratings, n, "ratings")
+    if any(r not in (-1, 0, 1) for r in ratings):
         raise LabelingError(f"rate each of the {n} candidate steps +1, 0 or -1")
-    if len(flags) != n:
-        raise LabelingError(f"expected {n} flags")
+    if isinstance(flags, Mapping):
+        if any(not (isinstance(i, int) and 0 <= i < n) for i in flags):
+            raise LabelingError(f"flags name candidates 0 to {n - 1}")
+        flags = [bool(flags.get(i)) for i in range(n)]
+    flags = _by_index([False] * n if flags is None else flags, n, "flags")
     phase = task.item.project.phase
     human_text = (human_text or "").strip() or None
     if human_text is not None and (phase != 1 or any(r != -1 for r in ratings)):
@@ -569,8 +494,9 @@ def last_activity(db: Session, task: Task) -> datetime:
 
 def idle_hours(hours: float) -> timedelta:
     """An idle time given in hours, checked."""
-    if not math.isfinite(hours) or hours < 0:
-        raise LabelingError(f"idle hours must be a number >= 0, got {hours}")
+    if not (math.isfinite(hours) and 0 <= hours <= MAX_IDLE_HOURS):
+        raise LabelingError(f"idle hours must be a number >= 0 and at most {MAX_IDLE_HOURS}, "
+                            f"got {hours}")
     return timedelta(hours=hours)
 
 
