@@ -218,3 +218,16 @@ def test_boxes_in_separate_sentences_are_not_one_answer():
     text = "So $\\boxed{3}$ is wrong and we try again: $\\boxed{5}$"
     grade = _grade(text, "5")
     assert grade.given_extracted == "5" and grade.correct is True
+
+
+def test_boxed_value_or_equivalently_another_form_is_one_value():
+    # "or equivalently," between two boxes was read as two labelled parts
+    text = "\\[ \\boxed{\\frac{6}{4}} \\]\nor equivalently,\n\\[ \\boxed{\\frac{3}{2}} \\]"
+    grade = _grade(text, "\\frac{3}{2}")
+    assert grade.given_extracted == "\\frac{3}{2}" and grade.correct is True
+
+
+def test_boxes_labelled_by_units_or_colours_are_one_ordered_answer():
+    assert _grade("\\boxed{3} red, \\boxed{4} blue", "(3, 4)").correct is True
+    assert _grade("red: \\boxed{3}, blue: \\boxed{4}", "(4, 3)").correct is False
+    assert _grade("\\boxed{3} apples or \\boxed{4} pears", "4").correct is False  # a hedge

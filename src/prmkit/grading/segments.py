@@ -25,16 +25,17 @@ _CONNECTOR = re.compile(
 _GAP_MARKUP = re.compile(
     r"\$|\\[()\[\]]|\\q?quad(?![a-zA-Z])|\\[,;:! ]|\\(?:text|mbox|textrm)\s*\{|[{}]"
 )
+_LABEL = r"(?:(?!(?:and|or)\b)[A-Za-z]+\s+){0,2}(?!(?:and|or)\b)[A-Za-z]+"
 _LABELLED_GAP = re.compile(
-    r"\s*(?:[A-Za-z]+\s+){0,2}[A-Za-z]+\s*(?:,\s*(?:and\s+|or\s+)?|;\s*|(?:and|or)\s+)"
-    r"(?:(?:[A-Za-z]+\s+){0,2}[A-Za-z]+\s*[:=]\s*)?"
-    r"|\s*(?:,\s*|;\s*|(?:and|or)\s+)(?:[A-Za-z]+\s+){0,2}[A-Za-z]+\s*[:=]\s*",
+    rf"\s*{_LABEL}\s*(?:,\s*(?:and\s+|or\s+)?|;\s*|(?:and|or)\s+)(?:{_LABEL}\s*[:=]\s*)?"
+    rf"|\s*(?:,\s*|;\s*|(?:and|or)\s+){_LABEL}\s*[:=]\s*",
     re.IGNORECASE,
 )
 # Words that make a gap a sentence, not a label: "is wrong and", "then", "so".
 _NOT_LABELS = frozenset(
     "is are was were be not no but then so thus hence therefore answer final gives give get "
-    "gets we which that because since wrong incorrect correct check if".split()
+    "gets we which that because since wrong incorrect correct check if equivalently also "
+    "alternatively namely simplified simply written expressed ie".split()
 )
 
 
