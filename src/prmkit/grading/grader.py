@@ -6,7 +6,9 @@ Decision order (the `reason` of a Grade names the rule that decided):
   choice-mismatch, text-mismatch   multiple-choice letters / word answers differ
   bracket-mismatch                 a set `\\{..\\}` against a tuple or interval
   list-mismatch / parts-equal      a list against one value: False unless every part of
-                                   the list equals that value (`15\\frac{39}{40}, \\frac{639}{40}`)
+                                   the list equals that value (`15\\frac{39}{40}, \\frac{639}{40}`);
+                                   labelled parts (`k = 45, n = 2`) against bare values
+                                   (`45, 2`): part by part, in the labels' order
   rational-equal/-unequal          both plain numbers: exact fraction arithmetic
   math-verify / math-verify-unequal / exact-unequal / *-unparsed
                                    symbolic comparison in the worker; exact arithmetic
