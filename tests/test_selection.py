@@ -115,3 +115,23 @@ def test_generated_sample_files_store_no_answer_for_unfinished_samples(tmp_path)
     assert [(r["answer"], r["is_correct"]) for r in rows] == [
         (None, False), ("7", True), ("7", True)]
     assert majority_vote([r["answer"] for r in rows]) == 1
+
+
+def test_search_candidates_ending_without_a_final_answer_do_not_vote():
+    from search_fakes import FakePrompts, TableScorer, TreeSampler
+
+    from prmkit.search import SearchConfig, run_search
+
+    sampler = TreeSampler(depth=2, answers={"3.0": "7"})
+
+    def step(label):  # candidates 0-2 stop on a line of prose, 3 states its answer
+        text, ends = TreeSampler.step(sampler, label)
+        return (f"step {label}: So", True) if ends and label[0] != "3" else (text, ends)
+
+    sampler.step = step
+    table = {"0": 0.9, "1": 0.9, "2": 0.9, "3": 0.2}
+    [res] = run_search([("p", "P")], sampler, TableScorer(table), FakePrompts(),
+                       SearchConfig("weighted_best_of_n", n=4), progress=False)
+    assert all(c.completed for c in res.candidates)
+    assert [c.answer for c in res.candidates] == [None, None, None, "7"]
+    assert res.answer == "7"
