@@ -200,12 +200,17 @@ def test_each_sample_has_its_own_seed_and_more_samples_extend_the_file(problems,
     key = "sha256:" + hashlib.sha256(b"What is 4 - 2?").hexdigest()[:16]
     assert sampler.seeds["test/a/1.json#1"] == sample_seed(5, "test/a/1.json", 1)
     assert sampler.seeds[f"{key}#0"] == sample_seed(5, key, 0)
-    first = out.read_bytes()
+    first = out.read_bytes().splitlines()
     more = FakeSampler()
     assert run(more, problems, out, n=3).samples == 4
     assert sorted(more.seeds) == sorted(f"{k}#2" for k in
                                         ["test/a/1.json", "test/a/2.json", "test/b/3.json", key])
-    assert out.read_bytes().startswith(first)
+    lines = out.read_bytes().splitlines()
+    assert [line for line in lines if line in first] == first  # kept, in their order
+    # the added samples take their places: problem order, then sample index
+    assert [(r["unique_id"], r["sample_index"]) for r in rows(out)] == [
+        (k, i) for k in ["test/a/1.json", "test/a/2.json", "test/b/3.json", key]
+        for i in range(3)]
 
 
 def test_sample_lines_follow_the_scored_samples_schema(problems, tmp_path):
@@ -356,11 +361,11 @@ def test_hf_run_killed_and_resumed_matches_an_uninterrupted_run(tiny_lm, problem
     class Dying(HFSampler):
         calls = 0
 
-        def generate(self, requests, params, progress=False):
+        def iter_generate(self, requests, params, progress=False):
             if self.calls == 1:
                 raise Killed
             self.calls += 1
-            return super().generate(requests, params, progress)
+            yield from super().iter_generate(requests, params, progress)
 
     params = SamplingParams(temperature=1.0, max_tokens=8)
     whole, broken = tmp_path / "whole.jsonl", tmp_path / "broken.jsonl"
@@ -372,3 +377,81 @@ def test_hf_run_killed_and_resumed_matches_an_uninterrupted_run(tiny_lm, problem
     with HFSampler(str(tiny_lm), batch_size=2) as s:  # other batches than the first run
         assert run(s, problems, broken, params=params, chunk_size=5).samples == 7
     assert rows(broken) == rows(whole)
+
+
+class Reversed(FakeSampler):
+    """Finishes every chunk's samples last first, as vLLM or a server may."""
+
+    def iter_generate(self, requests, params, progress=False):
+        outputs = FakeSampler.generate(self, requests, params)
+        yield from reversed(list(enumerate(outputs)))
+
+
+def test_samples_finished_out_of_order_are_written_in_problem_then_sample_order(problems,
+                                                                               tmp_path):
+    whole, reordered = tmp_path / "whole.jsonl", tmp_path / "reordered.jsonl"
+    run(FakeSampler(), problems, whole)
+    run(Reversed(), problems, reordered, chunk_size=5)
+    assert reordered.read_bytes() == whole.read_bytes()
+    keys = [(r["unique_id"], r["sample_index"]) for r in rows(whole)]
+    assert [i for _, i in keys] == [0, 1, 2] * 4
+
+
+def test_resumed_file_with_samples_out_of_order_is_put_back_in_order(problems, tmp_path):
+    whole, broken = tmp_path / "whole.jsonl", tmp_path / "broken.jsonl"
+    run(FakeSampler(), problems, whole)
+    lines = whole.read_bytes().splitlines(keepends=True)
+    broken.write_bytes(b"".join([lines[7], lines[2], lines[0]]))  # a failed run's leftovers
+    assert run(FakeSampler(), problems, broken).samples == 9
+    assert broken.read_bytes() == whole.read_bytes()
+
+
+def test_generate_bar_moves_with_each_finished_sample(problems, tmp_path, monkeypatch):
+    import io
+
+    from tqdm import tqdm
+
+    import prmkit.generation.files as files
+
+    bars = []
+
+    class Recording(tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "disable": False, "file": io.StringIO()})
+            self.steps = []
+            bars.append(self)
+
+        def update(self, n=1):
+            self.steps.append(n)
+            return super().update(n)
+
+    monkeypatch.setattr(files, "tqdm", Recording)
+    run(FakeSampler(), problems, tmp_path / "s.jsonl", chunk_size=12)  # no bar of its own
+    assert bars[-1].steps == [1] * 12
+
+
+def test_failed_openai_run_leaves_no_output_file(problems, tmp_path, capsys):
+    from fake_openai_server import FakeOpenAIServer
+
+    from prmkit.cli import main
+
+    out = tmp_path / "s.jsonl"
+    with FakeOpenAIServer(model="served") as server:
+        argv = ["generate", "--backend", "openai", "--base-url", server.base_url,
+                "--problems", str(problems), "-o", str(out), "--n", "2", "--no-progress"]
+        assert main([*argv, "--model", "other"]) == 2
+        assert "does not serve model 'other'; it serves 'served'" in capsys.readouterr().err
+        assert not out.exists()
+        out.write_text("kept\n")
+        assert main([*argv, "--model", "other", "--overwrite"]) == 2
+        assert out.read_text() == "kept\n"  # nothing written: the old file stays
+        assert main([*argv, "--overwrite"]) == 0  # no --model: the server's only model
+    assert {r["generated_by"]["model"] for r in rows(out)} == {"served"}
+    assert len(rows(out)) == 8
+
+
+def test_hf_backend_still_needs_a_model(problems, tmp_path, capsys):
+    from prmkit.cli import main
+
+    assert main(["generate", "--problems", str(problems), "-o", str(tmp_path / "s.jsonl")]) == 2
+    assert "--model is required with --backend hf" in capsys.readouterr().err

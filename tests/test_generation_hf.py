@@ -175,7 +175,7 @@ def test_missing_or_broken_model_folder_names_the_path(tmp_path):
 
 def test_progress_bar_shows_tokens_per_second(sampler, capsys):
     sampler.generate([req("p", "Two", n=2)], SAMPLE, progress=True)
-    assert "tokens_per_s=" in capsys.readouterr().err
+    assert "tok/s" in capsys.readouterr().err
 
 
 def test_smollm2_greedy_chat_completion_honours_the_stop_string(smollm2_dir):
@@ -197,3 +197,48 @@ def test_consecutive_request_seeds_do_not_repeat_samples(sampler):
     a = texts(sampler.generate([req("k", "Two", n=2, seed=0)], SAMPLE)[0])
     b = texts(sampler.generate([req("k", "Two", n=2, seed=1)], SAMPLE)[0])
     assert not set(a) & set(b)
+
+
+class Steps:
+    """A caller's progress bar that records each step."""
+
+    def __init__(self):
+        self.steps = []
+
+    def update(self, n=1):
+        self.steps.append(n)
+
+    def set_postfix_str(self, s="", refresh=True):
+        pass
+
+
+def test_rows_that_end_early_move_the_bar_inside_a_generate_call():
+    import torch
+
+    from prmkit.generation.hf_backend import RowsEnded, StopOnText
+
+    class Tok:
+        def batch_decode(self, ids, skip_special_tokens=False):
+            return ["".join(chr(96 + t) for t in row) for row in ids]
+
+    bar = Steps()
+    stop = StopOnText(Tok(), ["cc"], prompt_length=1, rows=3)
+    ended = RowsEnded([0], stop, bar)
+    step = [torch.tensor([[1, 2], [1, 0], [1, 3]]), torch.tensor([[1, 2, 2], [1, 0, 0], [1, 3, 3]])]
+    for ids in step:
+        stop(ids, None)
+        ended(ids, None)
+    assert bar.steps == [1, 1]  # row 1's end of sequence, then row 2's stop string "cc"
+    ended.finish()  # row 0 ran to the length limit
+    assert bar.steps == [1, 1, 1]
+
+
+def test_a_callers_bar_moves_by_one_per_sample_and_requests_stream_per_batch(tiny_dir):
+    bar = Steps()
+    with HFSampler(str(tiny_dir), batch_size=1) as s:
+        stream = s.iter_generate([req("a", "One", n=2), req("b", "Two")], SAMPLE, progress=bar)
+        first = next(stream)
+        assert sum(bar.steps) < 3  # a request is yielded before the last batch ran
+        rest = list(stream)
+    assert sorted(i for i, _ in [first, *rest]) == [0, 1]
+    assert bar.steps == [1, 1, 1]

@@ -256,12 +256,13 @@ def test_outputs_finished_before_a_failing_request_are_yielded_first(delays):
 
 
 def test_get_sampler_builds_the_openai_backend_and_ignores_other_backends_options():
-    sampler = get_sampler("openai", "m", base_url="http://127.0.0.1:1/v1/", dtype="bfloat16")
-    assert isinstance(sampler, OpenAISampler)
-    assert sampler.describe() == {"backend": "openai", "model": "m",
-                                  "base_url": "http://127.0.0.1:1/v1", "chat": None,
-                                  "n_per_request": True}
-    sampler.close()
+    with FakeOpenAIServer(model="m") as server:
+        sampler = get_sampler("openai", "m", base_url=server.base_url + "/", dtype="bfloat16")
+        assert isinstance(sampler, OpenAISampler)
+        assert sampler.describe() == {"backend": "openai", "model": "m",
+                                      "base_url": server.base_url, "chat": None,
+                                      "n_per_request": True}
+        sampler.close()
 
 
 # -- unreachable, wrong model, server killed mid-run -------------------------------------
@@ -346,3 +347,32 @@ def test_vllm_null_stop_reason_is_read_as_the_end_of_sequence():
     config = SearchConfig(approach="beam_search", n=4, beam_width=2)
     ends = [extend(None, c, 0, Expand(None, 1), config).end for c in (eos, step, unknown)]
     assert ends == ["eos", "", ""]  # a finished candidate leaves the beam at once
+
+
+def test_a_server_serving_one_model_takes_an_alias_or_no_name():
+    reqs = [SampleRequest("a", Prompt(text="q"), n=2, seed=1)]
+    with FakeOpenAIServer(model="/models/cache/smollm2-135m") as server:
+        for name in ("smollm2-135m", None, "/elsewhere/smollm2-135m/"):
+            with OpenAISampler(name, base_url=server.base_url) as sampler:
+                assert sampler.describe()["model"] == "/models/cache/smollm2-135m"
+                sampler.generate(reqs, PARAMS)
+        assert {b["model"] for b in server.bodies} == {"/models/cache/smollm2-135m"}
+        with OpenAISampler("llama", base_url=server.base_url) as sampler, \
+                pytest.raises(PrmkitError, match="does not serve model 'llama'"):
+            sampler.generate(reqs, PARAMS)
+
+
+def test_progress_moves_by_each_requests_samples():
+    class Steps:
+        steps: list = []
+
+        def update(self, n=1):
+            self.steps.append(n)
+
+        def set_postfix_str(self, s="", refresh=True):
+            pass
+
+    bar = Steps()
+    with FakeOpenAIServer() as server, sampler_for(server) as sampler:
+        list(sampler.iter_generate(requests(count=3, n=2), PARAMS, progress=bar))
+    assert bar.steps == [2, 2, 2]

@@ -37,5 +37,19 @@ def add_sampling_arguments(parser, max_tokens_help: str) -> None:
                         help=f"{max_tokens_help} (default {DEFAULT_MAX_TOKENS})")
 
 
+def add_model_argument(parser, help_text: str) -> None:
+    parser.add_argument("--model", default=None,
+                        help=f"{help_text}; with --backend openai it may be left out when the "
+                             "server serves one model")
+
+
+def check_model(args) -> None:
+    """`--model` is needed by the hf and vllm backends; the openai one may ask the server."""
+    from prmkit.errors import PrmkitError
+
+    if args.model is None and args.backend != "openai":
+        raise PrmkitError(f"--model is required with --backend {args.backend}")
+
+
 def backend_options(args) -> dict:
     return {k: getattr(args, k) for k in BACKEND_OPTIONS if getattr(args, k) is not None}

@@ -6,8 +6,10 @@ import sys
 
 from prmkit.cli.backend_options import (
     add_backend_arguments,
+    add_model_argument,
     add_sampling_arguments,
     backend_options,
+    check_model,
 )
 
 
@@ -21,6 +23,7 @@ def cmd_generate(args) -> int:
     from prmkit.generation.files import generate_file
     from prmkit.generation.prompts import get_format
 
+    check_model(args)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p,
                             max_tokens=args.max_tokens)
     fmt = get_format(args.prompt_format, unescape(args.step_separator))
@@ -40,9 +43,8 @@ def register(subparsers) -> None:
         description="Writes n samples per problem, one JSONL line each, in the scored-samples "
                     "schema that `prmkit score` and `prmkit eval bon` read. Running it again "
                     "on an existing output continues it.")
-    p.add_argument("--model", required=True,
-                   help="a model folder (hf, vllm), the smollm2-135m alias, or the server's "
-                        "model name (openai)")
+    add_model_argument(p, "a model folder (hf, vllm), the smollm2-135m alias, or the "
+                          "server's model name (openai)")
     p.add_argument("--problems", required=True,
                    help="MATH-style JSONL/JSON: problem, answer, unique_id, subject, level")
     p.add_argument("-o", "--output", required=True, help="JSONL output")

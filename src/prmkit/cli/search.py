@@ -18,8 +18,10 @@ from pathlib import Path
 
 from prmkit.cli.backend_options import (
     add_backend_arguments,
+    add_model_argument,
     add_sampling_arguments,
     backend_options,
+    check_model,
 )
 from prmkit.data.io import read_resumable_output
 from prmkit.errors import DataError, PrmkitError
@@ -129,6 +131,7 @@ def cmd_search(args) -> int:
     from prmkit.scoring.provenance import folder_fingerprint
     from prmkit.search import RescoringScorer, run_search
 
+    check_model(args)
     out = Path(args.output)
     if out.exists() and not (args.resume or args.overwrite):
         raise PrmkitError(f"{out} exists: pass --resume to continue it or --overwrite to "
@@ -144,8 +147,8 @@ def cmd_search(args) -> int:
     config = build_config(args, separator)
     problems = read_problems(args.problems, args.limit)
     options = {**dict(_option(o) for o in args.backend_option or []), **backend_options(args)}
-    record = {"config": config.to_dict(),
-              "generator": {"backend": args.backend, "model": args.model},
+    known = {"backend": args.backend, **({"model": args.model} if args.model else {})}
+    record = {"config": config.to_dict(), "generator": known,
               "prm": {"model": str(prm_folder.resolve()),
                       "fingerprint": folder_fingerprint(prm_folder)},
               "prompt": fmt.template_hash()}
@@ -155,8 +158,6 @@ def cmd_search(args) -> int:
         done, saved = existing_output(out)
         if saved is not None and not args.force:
             check_same_search(out, saved, record)
-    elif out.exists():
-        out.unlink()
     todo = [p for p in problems if problem_key(p) not in done]
     if done:
         print(f"resuming {out}: {len(problems) - len(todo)} of {len(problems)} problems "
@@ -178,25 +179,35 @@ def cmd_search(args) -> int:
             token_budget=args.prm_batch_tokens)
     gold = {problem_key(p): p.answer for p in todo}
     out.parent.mkdir(parents=True, exist_ok=True)
-    with get_sampler(args.backend, args.model, **options) as sampler, open(out, "ab") as f:
+    # the output is opened (and an --overwrite'n one replaced) at the first result: a run
+    # that fails before it leaves the file as it was
+    opened: dict = {}
+    with get_sampler(args.backend, args.model, **options) as sampler:
         prompts = fmt
         if fmt.style == "chat":
             from transformers import AutoTokenizer
 
             prompts = ChatPartial(fmt, AutoTokenizer.from_pretrained(sampler.model))
-        record["generator"] = sampler.describe() | record["generator"]
+        record["generator"] = sampler.describe() | known
         if saved is not None and not args.force:
             check_same_search(out, saved, record)  # now with the generator's fingerprint
 
         def write(result) -> None:
+            if "f" not in opened:
+                opened["f"] = open(out, "ab" if args.resume else "wb")
             line = result.to_dict()
             line["answer"] = gold[result.key]
             line["search"] = record
-            f.write(dumps_line(line))
-            f.flush()
+            opened["f"].write(dumps_line(line))
+            opened["f"].flush()
 
-        results = run_search([(problem_key(p), p.text) for p in todo], sampler, scorer,
-                             prompts, config, progress=not args.no_progress, on_result=write)
+        try:
+            results = run_search([(problem_key(p), p.text) for p in todo], sampler, scorer,
+                                 prompts, config, progress=not args.no_progress,
+                                 on_result=write)
+        finally:
+            if "f" in opened:
+                opened["f"].close()
     generated = sum(r.generated_tokens for r in results)
     prm_tokens = sum(r.prm_tokens for r in results)
     print(f"searched {len(results)} problems ({config.approach}, n={config.n}) -> {out}; "
@@ -211,7 +222,7 @@ def register(subparsers) -> None:
         description="Searches every problem of a MATH-style JSONL file (problem, answer, "
                     "unique_id) with a generator and a trained PRM; writes one JSON line per "
                     "problem (see docs/search.md).")
-    p.add_argument("--model", required=True, help="the generator (a folder or a served name)")
+    add_model_argument(p, "the generator (a folder, or the server's model name)")
     p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf")
     p.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="passed to the backend (JSON values), e.g. base_url=http://host/v1, "

@@ -12,7 +12,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from prmkit.errors import PrmkitError
 
@@ -96,6 +96,42 @@ class RequestOutput:
     prompt_tokens: int = 0
 
 
+class ProgressBar(Protocol):
+    """What a caller may pass as `progress` to a streaming backend (a tqdm bar is one): the
+    backend advances it by one as each sample finishes."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> object: ...
+
+
+class _BorrowedBar:
+    """The caller's bar, advanced by a backend and left open for the caller to close."""
+
+    def __init__(self, bar: ProgressBar):
+        self.bar = bar
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        self.bar.set_postfix_str(s, refresh=refresh)
+
+    def close(self) -> None:
+        return None
+
+
+def sample_bar(progress: bool | ProgressBar, total: int, desc: str = "sampling"):
+    """The bar a backend advances by one per finished sample: its own tqdm bar (shown when
+    `progress` is True) or the caller's bar, which stays open after `close()`."""
+    if not isinstance(progress, bool) and hasattr(progress, "update"):
+        return _BorrowedBar(progress)
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="sample", desc=desc, disable=not progress,
+                dynamic_ncols=True)
+
+
 class Sampler(ABC):
     """Samples completions. Backends own their engine or connection pool: use `with`."""
 
@@ -108,10 +144,13 @@ class Sampler(ABC):
         """One output per request, in the order of `requests` (whatever order they finish in)."""
 
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
+                      progress: bool | ProgressBar = False
+                      ) -> Iterator[tuple[int, RequestOutput]]:
         """`(index in requests, output)` pairs; backends that can yield each as it finishes,
-        so callers keep finished outputs when a later request fails."""
-        yield from enumerate(self.generate(requests, params, progress))
+        so callers keep finished outputs when a later request fails. Streaming backends
+        also take a caller's bar as `progress` and advance it as each sample finishes; this
+        default shows its own bar only for `progress=True`."""
+        yield from enumerate(self.generate(requests, params, progress is True))
 
     def close(self) -> None:
         """Release the engine, GPU memory or connections (idempotent)."""
@@ -129,11 +168,12 @@ class Sampler(ABC):
 
 
 class StreamingSampler(Sampler):
-    """A backend that yields each request as it finishes (`iter_generate`); `generate`
-    collects them back in the order of the requests."""
+    """A backend that yields each request as it finishes (`iter_generate`) and advances
+    its progress bar (`sample_bar`) as each sample finishes; `generate` collects the
+    outputs back in the order of the requests."""
 
     def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                 progress: bool = False) -> list[RequestOutput]:
+                 progress: bool | ProgressBar = False) -> list[RequestOutput]:
         outputs: list[RequestOutput | None] = [None] * len(requests)
         for index, output in self.iter_generate(requests, params, progress):
             outputs[index] = output
@@ -141,8 +181,10 @@ class StreamingSampler(Sampler):
 
     @abstractmethod
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
-        """`(index in requests, output)` as each request finishes."""
+                      progress: bool | ProgressBar = False
+                      ) -> Iterator[tuple[int, RequestOutput]]:
+        """`(index in requests, output)` as each request finishes; `progress` (see
+        `sample_bar`) moves by one per finished sample."""
 
 
 def get_sampler(backend: str, model: str, **options) -> Sampler:

@@ -7,11 +7,13 @@ select` and `prmkit eval bon` read as it is: one line per sample,
      "finish_reason": "stop", "generated_by": {...}}
 
 Sample i of a problem is sampled with the seed `sample_seed(seed, unique_id, i)`, so it
-is the same whatever else is in the run. Samples are written and flushed as they finish
-(a backend that fails mid-run loses no finished sample); an interrupted run is resumed
-by running it again: samples (unique_id, sample_index) already in the output are
-skipped, a partial last line is dropped, and a larger `n` adds samples to the same
-problems. Resuming with another model, sampling settings, seed or prompt than the
+is the same whatever else is in the run. Lines come in one order whatever the backend:
+the problems file's, then sample index. Samples are written and flushed as they finish,
+as soon as the samples before them are (a backend that fails mid-run loses no finished
+sample: they are written before the error); the file is created at the first sample. An
+interrupted run is resumed by running it again: samples (unique_id, sample_index)
+already in the output are skipped, a partial last line is dropped, and a larger `n` adds
+samples to the same problems; a complete run that appended puts the file back in order. Resuming with another model, sampling settings, seed or prompt than the
 output's `generated_by` is refused unless forced. A problem without `unique_id` is named
 by the sha256 of its text ("sha256:<16 hex>").
 """
@@ -30,7 +32,7 @@ import orjson
 from tqdm import tqdm
 
 from prmkit import __version__
-from prmkit.data.io import dumps_line, read_resumable_output
+from prmkit.data.io import atomic_write, dumps_line, read_resumable_output
 from prmkit.data.jsonstream import iter_any_json
 from prmkit.data.math_problems import parse_problem
 from prmkit.data.records import Problem
@@ -159,13 +161,11 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
         "prompt_format": fmt.style, "step_separator": fmt.step_separator,
         "prompt_template_hash": fmt.template_hash(), "prmkit_version": __version__})
     done: set[tuple[str, int]] = set()
-    if out_path.exists() and overwrite:
-        out_path.unlink()
-    elif out_path.exists() and resume:
+    if out_path.exists() and resume and not overwrite:
         done, saved = _existing_output(out_path)
         if saved is not None and not force:
             check_same_generator(out_path, saved, generated_by)
-    elif out_path.exists():
+    elif out_path.exists() and not overwrite:
         raise PrmkitError(f"{out_path} exists: resume it or pass overwrite to replace it")
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -175,46 +175,90 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
     bar = tqdm(total=len(problems) * n, initial=report.skipped, unit="sample",
                desc="generating", disable=not progress, dynamic_ncols=True)
     start = time.perf_counter()
-    def write(f, records: list[dict]) -> None:
+    # The file is opened at the first sample (a run that fails before any leaves no file,
+    # and overwrite replaces the old one only then). Samples are written in the order of
+    # `todo` (problem, then sample index) as soon as those before them are: whatever order
+    # the backend finishes them in, the file has one order.
+    out = {"file": None}
+    finished: dict[int, dict] = {}  # position in todo -> record, not yet written
+    head = 0  # todo[:head] is written or in `ready`
+    ready: list[dict] = []
+
+    def write(records: list[dict]) -> None:
+        if not records:
+            return
         graded = [r for r in records if r["ground_truth_answer"] is not None]
         grades = grade_many([(r["answer"], r["ground_truth_answer"]) for r in graded],
                             progress=False)
         for r, g in zip(graded, grades, strict=True):
             r["is_correct"] = g.correct
-        f.write(b"".join(dumps_line(r) for r in records))
-        f.flush()
+        if out["file"] is None:
+            out["file"] = open(out_path, "wb" if overwrite else "ab")
+        out["file"].write(b"".join(dumps_line(r) for r in records))
+        out["file"].flush()
         _count(report, records)
         report.seconds = time.perf_counter() - start
-        bar.update(len(records))
-        bar.set_postfix(tokens_per_s=f"{report.tokens_per_s:.1f}")
+        bar.set_postfix_str(f"{report.tokens_per_s:.1f} tok/s", refresh=False)
 
+    complete = False
     try:
-        with open(out_path, "ab") as f:
-            for c in range(0, len(todo), chunk_size):
-                chunk = todo[c:c + chunk_size]
-                requests = [SampleRequest(f"{key}#{i}", fmt.render(p.text), 1,
-                                          sample_seed(seed, key, i)) for p, key, i in chunk]
-                # Finished samples are written `write_every` at a time (graded together:
-                # a grading pool per write) and, when the backend fails, before the error.
-                pending: list[dict] = []
-                try:
-                    for index, out in sampler.iter_generate(requests, params):
-                        p, key, i = chunk[index]
-                        if out.key != f"{key}#{i}":
-                            raise PrmkitError(f"the {sampler.backend} backend returned "
-                                              f"{out.key!r} where {key}#{i} was expected")
-                        pending.append(_record(p, key, i, out.completions[0], fmt,
-                                               generated_by, extract_answer))
-                        if len(pending) >= write_every:
-                            write(f, pending)
-                            pending = []
-                finally:
-                    if pending:
-                        write(f, pending)
+        for c in range(0, len(todo), chunk_size):
+            chunk = todo[c:c + chunk_size]
+            requests = [SampleRequest(f"{key}#{i}", fmt.render(p.text), 1,
+                                      sample_seed(seed, key, i)) for p, key, i in chunk]
+            counted = bar.n
+            # the backend moves the bar as samples finish; one that cannot is caught up here
+            for index, output in sampler.iter_generate(requests, params, progress=bar):
+                p, key, i = chunk[index]
+                if output.key != f"{key}#{i}":
+                    raise PrmkitError(f"the {sampler.backend} backend returned "
+                                      f"{output.key!r} where {key}#{i} was expected")
+                finished[c + index] = _record(p, key, i, output.completions[0], fmt,
+                                              generated_by, extract_answer)
+                counted += 1
+                if bar.n < counted:
+                    bar.update(counted - bar.n)
+                while head in finished:
+                    ready.append(finished.pop(head))
+                    head += 1
+                if len(ready) >= write_every:
+                    write(ready)
+                    ready = []
+            write(ready)  # the chunk is done: flushed
+            ready = []
+        complete = True
     finally:
-        bar.close()
+        try:
+            # a failure: every finished sample is kept (out of order if need be; the next
+            # complete run puts the file back in order)
+            write(ready + [finished[k] for k in sorted(finished)])
+        finally:
+            if out["file"] is not None:
+                out["file"].close()
+            bar.close()
+    if complete and done:  # appended to an earlier run's samples
+        sort_output(out_path, {problem_key(p): k for k, p in enumerate(problems)})
     report.seconds = time.perf_counter() - start
     return report
+
+
+def sort_output(path: Path, problem_order: dict[str, int]) -> bool:
+    """Rewrite `path` in the order of its problems, then sample index, when it is not in
+    that order (a resumed run, a larger n, a run that failed with samples out of order);
+    lines of problems not in `problem_order` keep their order after the others. Returns
+    whether it was rewritten."""
+    lines = [raw for raw in path.read_bytes().splitlines(keepends=True) if raw.strip()]
+    keys = []
+    for j, raw in enumerate(lines):
+        obj = orjson.loads(raw)
+        where = problem_order.get(str(obj.get("unique_id")))
+        keys.append((len(problem_order), 0, j) if where is None
+                    else (where, obj["sample_index"], j))
+    if keys == sorted(keys):
+        return False
+    with atomic_write(path) as f:
+        f.write(b"".join(raw for _, raw in sorted(zip(keys, lines))))
+    return True
 
 
 def _record(problem: Problem, key: str, index: int, completion, fmt: PromptFormat,

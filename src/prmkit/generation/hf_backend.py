@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -36,10 +35,12 @@ from transformers import (
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
     Completion,
+    ProgressBar,
     RequestOutput,
-    Sampler,
     SampleRequest,
     SamplingParams,
+    StreamingSampler,
+    sample_bar,
     sample_seed,
 )
 
@@ -109,6 +110,33 @@ class StopOnText(StoppingCriteria):
         return done
 
 
+class RowsEnded(StoppingCriteria):
+    """Never stops a row: advances `bar` by one as each row ends (its end-of-sequence token,
+    or a stop string seen by `stop`, which must run first), so progress moves while a
+    batch is generated; `finish()` counts the rows still running (cut by the length)."""
+
+    def __init__(self, eos_ids: Sequence[int], stop: StopOnText, bar: ProgressBar):
+        self.eos_ids, self.stop, self.bar = set(eos_ids), stop, bar
+        self.ended = [False] * len(stop.stopped_at)
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        new = 0
+        for row, token in enumerate(input_ids[:, -1].tolist()):
+            if not self.ended[row] and (token in self.eos_ids
+                                        or self.stop.stopped_at[row] is not None):
+                self.ended[row] = True
+                new += 1
+        if new:
+            self.bar.update(new)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def finish(self) -> None:
+        rest = self.ended.count(False)
+        self.ended = [True] * len(self.ended)
+        if rest:
+            self.bar.update(rest)
+
+
 @dataclass
 class _Row:
     request: int
@@ -117,7 +145,7 @@ class _Row:
     seed: int
 
 
-class HFSampler(Sampler):
+class HFSampler(StreamingSampler):
     """Samples with `model.generate` (transformers) from a local model folder.
 
     device: default cuda when available, else cpu. dtype: fp32/bf16/fp16 (default fp32 on
@@ -177,8 +205,12 @@ class HFSampler(Sampler):
             return list(tok(text, add_special_tokens=False)["input_ids"])
         return list(tok(prompt.text)["input_ids"])
 
-    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                 progress: bool = False) -> list[RequestOutput]:
+    def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
+                      progress: bool | ProgressBar = False
+                      ) -> Iterator[tuple[int, RequestOutput]]:
+        """Yield `(index in requests, output)` as soon as a batch completes a request's
+        rows; the bar moves as each row ends (its end of sequence or stop string), inside
+        a `generate` call."""
         if self.lm is None:
             raise PrmkitError("the sampler is closed")
         rows = []
@@ -188,29 +220,34 @@ class HFSampler(Sampler):
             prompt_tokens.append(len(ids))
             seed = req.seed if req.seed is not None else sample_seed(self.seed, req.key)
             rows += [_Row(r, j, ids, sample_seed(seed, req.key, j)) for j in range(req.n)]
-        results: list[Completion | None] = [None] * len(rows)
+        done: list[list[Completion | None]] = [[None] * req.n for req in requests]
+        left = [req.n for req in requests]
+        for r, req in enumerate(requests):
+            if req.n == 0:
+                yield r, RequestOutput(req.key, [], prompt_tokens[r])
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt_ids))  # less padding
-        bar = tqdm(total=len(rows), unit="sample", desc="generating", disable=not progress,
-                   dynamic_ncols=True)
+        bar = sample_bar(progress, len(rows), "generating")
         tokens, start = 0, time.perf_counter()
         try:
             for b in range(0, len(order), self.batch_size):
-                batch = order[b:b + self.batch_size]
-                for i, completion in zip(batch, self._generate_rows([rows[i] for i in batch],
-                                                                    params), strict=True):
-                    results[i] = completion
+                batch = [rows[i] for i in order[b:b + self.batch_size]]
+                for row, completion in zip(batch, self._generate_rows(batch, params, bar),
+                                           strict=True):
+                    done[row.request][row.index] = completion
+                    left[row.request] -= 1
                     tokens += completion.num_tokens
-                bar.update(len(batch))
-                bar.set_postfix(tokens_per_s=f"{tokens / (time.perf_counter() - start):.1f}")
+                    if left[row.request] == 0:
+                        yield row.request, RequestOutput(requests[row.request].key,
+                                                         done[row.request],
+                                                         prompt_tokens[row.request])
+                bar.set_postfix_str(f"{tokens / (time.perf_counter() - start):.1f} tok/s",
+                                    refresh=False)
         finally:
             bar.close()
-        outputs = [RequestOutput(req.key, [], prompt_tokens[r]) for r, req in enumerate(requests)]
-        for row, completion in zip(rows, results, strict=True):
-            outputs[row.request].completions.append(completion)
-        return outputs
 
     @torch.inference_mode()
-    def _generate_rows(self, rows: list[_Row], params: SamplingParams) -> list[Completion]:
+    def _generate_rows(self, rows: list[_Row], params: SamplingParams,
+                       bar: ProgressBar) -> list[Completion]:
         width = max(len(r.prompt_ids) for r in rows)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -219,6 +256,7 @@ class HFSampler(Sampler):
             mask[i, width - len(r.prompt_ids):] = 1
         generators = [torch.Generator(self.device).manual_seed(r.seed) for r in rows]
         stop = StopOnText(self.tokenizer, params.stop, width, len(rows))
+        ended = RowsEnded(self.eos_ids, stop, bar)
         config = GenerationConfig(max_new_tokens=params.max_tokens, do_sample=False,
                                   eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
                                   use_cache=True)
@@ -227,7 +265,8 @@ class HFSampler(Sampler):
             generation_config=config,
             logits_processor=LogitsProcessorList([RowSampler(generators, params.temperature,
                                                              params.top_p)]),
-            stopping_criteria=StoppingCriteriaList([stop]))
+            stopping_criteria=StoppingCriteriaList([stop, ended]))
+        ended.finish()  # the rows cut at max_new_tokens
         generated = out[:, width:].tolist()
         return [self._completion(ids, stop.stopped_at[i], params)
                 for i, ids in enumerate(generated)]

@@ -22,17 +22,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 import httpx
-from tqdm import tqdm
 
 from prmkit.errors import PrmkitError
 from prmkit.generation import retry
 from prmkit.generation.base import (
     Completion,
+    ProgressBar,
     Prompt,
     RequestOutput,
     SampleRequest,
     SamplingParams,
     StreamingSampler,
+    sample_bar,
 )
 
 log = logging.getLogger(__name__)
@@ -43,12 +44,15 @@ HEALTH_CHECK_TIMEOUT = 10.0
 class OpenAISampler(StreamingSampler):
     """Samples through `/v1/completions` (text prompts) or `/v1/chat/completions` (chat
     messages; `chat=True` sends text prompts as one user message, `chat=False` refuses
-    messages). `extra_body` is merged into every request (e.g. vLLM's `top_k` or
-    `return_token_ids`). Options meant for other backends are ignored."""
+    messages). `model`: the served model's name; None (or another name for the same model:
+    the same last path component, e.g. the `smollm2-135m` alias of a served folder) takes
+    the server's model when it serves exactly one. `extra_body` is merged into every
+    request (e.g. vLLM's `top_k` or `return_token_ids`). Options meant for other backends
+    are ignored."""
 
     backend = "openai"
 
-    def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
+    def __init__(self, model: str | None, base_url: str = "http://127.0.0.1:8000/v1",
                  api_key: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 16, timeout: float = 60.0, max_retries: int = 2,
                  max_retry_after: float = retry.MAX_RETRY_AFTER, chat: bool | None = None,
@@ -60,7 +64,7 @@ class OpenAISampler(StreamingSampler):
             raise PrmkitError(f"max_retries must be >= 0, got {max_retries}")
         if ignored_options:
             log.info("the openai backend ignores %s", ", ".join(sorted(ignored_options)))
-        self.model = model
+        self.model = model or ""
         self.base_url = base_url.rstrip("/")
         self.concurrency, self.timeout = concurrency, timeout
         self.max_retries, self.max_retry_after = max_retries, max_retry_after
@@ -77,16 +81,18 @@ class OpenAISampler(StreamingSampler):
     # -- public API ------------------------------------------------------------------
 
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
+                      progress: bool | ProgressBar = False
+                      ) -> Iterator[tuple[int, RequestOutput]]:
         """Yield `(index in requests, output)` as requests finish, so a caller can write
-        finished outputs before a later request fails. Closing the iterator early
-        cancels the requests still pending."""
+        finished outputs before a later request fails; the bar moves by a request's
+        samples as it finishes. Closing the iterator early cancels the requests still
+        pending."""
         requests = list(requests)
         if not requests:
             return
         finished: queue.Queue = queue.Queue()
         future = self._submit(self._run(requests, params, finished.put))
-        bar = tqdm(total=len(requests), unit="req", disable=not progress, desc="sampling")
+        bar = sample_bar(progress, sum(r.n for r in requests))
         start, tokens = time.perf_counter(), 0
         try:
             for _ in requests:
@@ -94,7 +100,7 @@ class OpenAISampler(StreamingSampler):
                 if isinstance(item, BaseException):
                     raise item
                 tokens += sum(c.num_tokens for c in item[1].completions)
-                bar.update(1)
+                bar.update(len(item[1].completions))
                 bar.set_postfix_str(f"{tokens / max(time.perf_counter() - start, 1e-9):.0f} tok/s",
                                     refresh=False)
                 yield item
@@ -116,7 +122,15 @@ class OpenAISampler(StreamingSampler):
         self._loop.close()
         self._loop = self._thread = self._client = None
 
+    def check_server(self) -> None:
+        """Ask the server once, before any request: it answers, takes the API key, and
+        serves the model (whose name is settled here, see the class docstring)."""
+        if not self._checked:
+            self._submit(self._prepare()).result()
+
     def describe(self) -> dict:
+        """What produced the samples: the model is the served name (the server is asked)."""
+        self.check_server()
         return {"backend": self.backend, "model": self.model, "base_url": self.base_url,
                 "chat": self.chat, "n_per_request": self.n_per_request}
 
@@ -135,16 +149,7 @@ class OpenAISampler(StreamingSampler):
         """Sample every request with `concurrency` workers; emit `(index, output)` as each
         finishes, or the first error (the other workers are then cancelled)."""
         try:
-            if self._client is None:
-                self._client = httpx.AsyncClient(
-                    headers=self._headers,
-                    timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-                    limits=httpx.Limits(max_connections=self.concurrency,
-                                        max_keepalive_connections=self.concurrency))
-                self._semaphore = asyncio.Semaphore(self.concurrency)
-            if not self._checked:
-                await self._check_server()
-                self._checked = True
+            await self._prepare()
             pending = iter(enumerate(requests))
 
             async def worker():
@@ -160,6 +165,19 @@ class OpenAISampler(StreamingSampler):
             emit(error)
             raise
 
+    async def _prepare(self) -> None:
+        """The connection pool, and the server check (once)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                limits=httpx.Limits(max_connections=self.concurrency,
+                                    max_keepalive_connections=self.concurrency))
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        if not self._checked:
+            await self._check_server()
+            self._checked = True
+
     # -- requests --------------------------------------------------------------------
 
     async def _check_server(self) -> None:
@@ -171,21 +189,35 @@ class OpenAISampler(StreamingSampler):
             raise PrmkitError(
                 f"no server answers at {self.base_url} ({type(e).__name__}: {e or 'no answer'}); "
                 "start an OpenAI-compatible server there (e.g. `python -m "
-                f"vllm.entrypoints.openai.api_server --model {self.model} --port PORT`) or "
-                "pass the right base_url") from None
+                f"vllm.entrypoints.openai.api_server --model {self.model or 'MODEL'} --port "
+                "PORT`) or pass the right base_url") from None
         if response.status_code in (401, 403):
             raise PrmkitError(f"{url} refused the API key (HTTP {response.status_code}: "
                               f"{retry.server_message(response)}); pass api_key or set the "
                               "environment variable named by api_key_env")
-        if response.status_code != 200:
-            return  # not every server lists its models; sampling will tell
-        try:
-            served = [m["id"] for m in response.json().get("data", [])]
-        except (ValueError, AttributeError, KeyError, TypeError):
+        served: list[str] = []
+        if response.status_code == 200:  # not every server lists its models
+            try:
+                served = [str(m["id"]) for m in response.json().get("data", [])]
+            except (ValueError, AttributeError, KeyError, TypeError):
+                served = []
+        if not served:
+            if not self.model:
+                raise PrmkitError(f"{url} lists no model to take: name the served model "
+                                  "(--model)")
+            return  # sampling will tell
+        if self.model in served:
             return
-        if served and self.model not in served:
-            raise PrmkitError(f"{self.base_url} does not serve model {self.model!r}; it serves "
-                              f"{', '.join(map(repr, served))}")
+        if len(served) == 1 and (not self.model or same_model_name(self.model, served[0])):
+            if self.model:
+                log.warning("%s serves one model, %r: taking it for %r", self.base_url,
+                            served[0], self.model)
+            self.model = served[0]
+            return
+        asked = f"model {self.model!r}" if self.model else "no model"
+        raise PrmkitError(f"{self.base_url} does not serve {asked}; it serves "
+                          f"{', '.join(map(repr, served))}: pass one of them as the model "
+                          "(--model)")
 
     def _is_chat(self, prompt: Prompt) -> bool:
         if prompt.messages is not None:
@@ -245,6 +277,15 @@ class OpenAISampler(StreamingSampler):
                 request, params, chat, 1, None if request.seed is None else request.seed + i)))
                 for i in range(request.n)]
         return _output(request, [t.result() for t in tasks], chat, params, url)
+
+
+def same_model_name(name: str, served: str) -> bool:
+    """Whether `name` names the served model another way: the same last path component
+    (a folder given by another path, the `smollm2-135m` alias of its cached folder)."""
+    def last(text: str) -> str:
+        return text.rstrip("/").rsplit("/", 1)[-1].casefold()
+
+    return bool(last(name)) and last(name) == last(served)
 
 
 def _output(request: SampleRequest, answers: list[dict], chat: bool, params: SamplingParams,

@@ -17,15 +17,15 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tqdm import tqdm
-
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
     Completion,
+    ProgressBar,
     RequestOutput,
     SampleRequest,
     SamplingParams,
     StreamingSampler,
+    sample_bar,
     sample_seed,
 )
 
@@ -127,8 +127,10 @@ class VllmSampler(StreamingSampler):
         )
 
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
-                      progress: bool = False) -> Iterator[tuple[int, RequestOutput]]:
-        """Yield `(index in requests, output)` as each request's samples are all done.
+                      progress: bool | ProgressBar = False
+                      ) -> Iterator[tuple[int, RequestOutput]]:
+        """Yield `(index in requests, output)` as each request's samples are all done; the
+        bar moves as each sample finishes.
 
         Drives vLLM's engine step by step (as `LLM.generate` does inside) so a caller can
         write finished requests before the rest; closing the iterator early aborts the
@@ -144,7 +146,7 @@ class VllmSampler(StreamingSampler):
         left = [r.n for r in requests]
         prompt_tokens = [0] * len(requests)
         total = sum(left)
-        bar = tqdm(total=total, unit="sample", desc="sampling", disable=not progress)
+        bar = sample_bar(progress, total)
         start, tokens = time.perf_counter(), 0
         try:
             for index, r in enumerate(requests):
