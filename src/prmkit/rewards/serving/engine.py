@@ -1,10 +1,11 @@
 """The batching engine: owns the model's score function and a bounded queue.
 
 Requests from many clients wait in one queue; a single batching task takes them in
-arrival order into token-budgeted batches (waiting at most `max_wait_ms` for more once
-a batch has its first request), runs the score function on a worker thread and hands
-each request its own results, in its own order. While one batch runs, the next one
-gathers, so a busy server needs no waiting at all.
+arrival order into token-budgeted batches, runs the score function on a worker thread and
+hands each request its own results, in its own order. While one batch runs, the next one
+gathers, so a busy server needs no waiting at all. A batch that finds the queue empty
+waits at most `max_wait_ms` for more, and only while requests have been arriving more
+often than that (a lone client is never kept waiting).
 
 Backpressure lives here, not in the routes: a request that would take the queue past
 `max_queue_items` completions raises `Overloaded` (with a Retry-After estimate), one
@@ -79,7 +80,7 @@ class Job:
 @dataclass(frozen=True)
 class EngineSettings:
     token_budget: int = 16384  # tokens (prompt + completion) per batch, a lone request excepted
-    max_wait_ms: float = 5.0  # how long a batch waits for more requests once it has one
+    max_wait_ms: float = 5.0  # how long a batch waits for more requests (see above)
     max_queue_items: int = 4096  # completions waiting at most; beyond: 503
     max_batch_requests: int | None = None  # 1: one request, one forward (no coalescing)
 
@@ -119,6 +120,8 @@ class RewardEngine:
         self._closing = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="prmkit-reward")
         self._tokens_per_s = 0.0  # smoothed, for Retry-After
+        self._last_arrival: float | None = None
+        self._gap_s: float | None = None  # smoothed time between arrivals
         self.batches_run = 0
 
     # ---- life cycle -----------------------------------------------------------------------
@@ -165,6 +168,7 @@ class RewardEngine:
             future.set_result([])
             return future
         tokens = sum(self.count_tokens(items))
+        self._note_arrival()
         self._queue.append(Job(items, tokens, future))
         self._queued_items += len(items)
         self._queued_tokens += tokens
@@ -218,7 +222,7 @@ class RewardEngine:
                 break
             if not self._queue:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._closing:
+                if left <= 0 or self._closing or not self._arrivals_expected():
                     break
                 await self._wait_arrival(left)
                 continue
@@ -287,6 +291,17 @@ class RewardEngine:
             self.observer.cancelled(1)
             return
         job.future.set_result(results)
+
+    def _note_arrival(self) -> None:
+        now = time.monotonic()
+        if self._last_arrival is not None:
+            gap = now - self._last_arrival
+            self._gap_s = gap if self._gap_s is None else 0.7 * self._gap_s + 0.3 * gap
+        self._last_arrival = now
+
+    def _arrivals_expected(self) -> bool:
+        """Whether requests have lately come more often than the max wait."""
+        return self._gap_s is not None and self._gap_s < self.settings.max_wait_ms / 1000
 
     def _note_speed(self, tokens: int, seconds: float) -> None:
         if seconds <= 0:
