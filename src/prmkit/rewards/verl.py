@@ -1,0 +1,142 @@
+"""verl entry points, written against verl 0.9.1's reward interfaces (verl itself pins
+transformers<5.11 and pulls ray, so prmkit's tests call these exactly as verl does with
+stand-ins of its `DataProto`; see docs/rl.md).
+
+- `compute_score(data_source, solution_str, ground_truth, extra_info)`: a
+  ``custom_reward_function`` (one scalar per response, placed by verl on its last token);
+  the PRM folder comes from ``custom_reward_function.reward_kwargs.model`` or $PRMKIT_MODEL.
+- `PRMRewardManager`: a reward-loop manager (``reward.reward_manager.source=importlib``)
+  whose `run_single` scores one response's steps and whose `assemble_rm_scores` writes
+  them at their step-end tokens of ``rm_scores`` / ``token_level_rewards``: for GAE
+  (PPO). verl's GRPO sums a response's token rewards into one number, which turns step
+  rewards into summed credit; with GRPO use ``placement: outcome`` or ``clip_delta``
+  (whose sum is bounded), or `compute_score`.
+
+Settings of the manager: ``+reward.prmkit.model=...`` (and placement, aggregation,
+token_budget, eta), else $PRMKIT_MODEL, $PRMKIT_PLACEMENT, ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from prmkit.errors import PrmkitError
+from prmkit.rewards.contract import compute_step_rewards
+from prmkit.rewards.credit import clip_delta_credits
+from prmkit.rewards.diagnostics import verifier_rewards
+from prmkit.rewards.engines import (
+    EngineInterfaceError,
+    cached_scorer,
+    check_engine_version,
+    setting,
+)
+
+TESTED_VERL = ("0.9",)
+PLACEMENTS = ("steps", "clip_delta", "outcome")
+
+
+def _problem(extra_info) -> str:
+    info = extra_info or {}
+    for key in ("problem", "question"):
+        if isinstance(info.get(key), str):
+            return info[key]
+    raise PrmkitError("verl extra_info has no 'problem' or 'question': the PRM needs the "
+                      "problem text (add it to extra_info in the data preprocessing)")
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
+    """verl custom reward function: {"score": the PRM score (prmkit's aggregation; a
+    completion without a gradable step gets `null_score`, 0.0) plus `verifier_weight` times
+    the grader's verdict against ground_truth, "prm_score", "prm_steps", "verifier"}."""
+    check_engine_version("verl", TESTED_VERL)
+    scorer = cached_scorer(kwargs)
+    weight = float(setting(kwargs, "verifier_weight", 0.0, float))
+    null = float(setting(kwargs, "null_score", 0.0, float))
+    rewards = compute_step_rewards(scorer, [_problem(extra_info)], [solution_str],
+                                   aggregation=setting(kwargs, "aggregation"))[0]
+    verdict = verifier_rewards([solution_str], [ground_truth])[0] if weight else None
+    prm = null if rewards.score is None else rewards.score
+    return {"score": prm + weight * (verdict or 0.0), "prm_score": prm,
+            "prm_steps": len(rewards.steps),
+            "verifier": math.nan if verdict is None else verdict}
+
+
+def _settings(config) -> dict:
+    try:
+        section = config["reward"].get("prmkit") or {}
+    except (AttributeError, KeyError, TypeError):
+        section = {}
+    return dict(section)
+
+
+class PRMRewardManager:
+    """verl reward-loop manager writing step rewards at their step-end tokens (see module)."""
+
+    def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None,
+                 reward_model_tokenizer=None, **kwargs):
+        check_engine_version("verl", TESTED_VERL)
+        self.config = config
+        self.tokenizer = tokenizer
+        self.settings = {**_settings(config), **kwargs}
+        self.placement = setting(self.settings, "placement", "steps")
+        if self.placement not in PLACEMENTS:
+            raise PrmkitError(f"placement {self.placement!r}: choose one of {', '.join(PLACEMENTS)}")
+        self.eta = float(setting(self.settings, "eta", 0.5, float))
+        self.scorer = cached_scorer(self.settings)
+
+    @staticmethod
+    def _field(container, key: str, where: str):
+        try:
+            return container[key]
+        except (KeyError, TypeError):
+            raise EngineInterfaceError(f"verl sample has no {where}[{key!r}]: its DataProto "
+                                       "layout differs from verl 0.9") from None
+
+    def _score(self, problem: str, ids: list[int]) -> dict:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        r = compute_step_rewards(self.scorer, [problem], [text], policy_tokenizer=self.tokenizer,
+                                 policy_token_ids=[ids],
+                                 aggregation=setting(self.settings, "aggregation"))[0]
+        ends = [s.policy_token_end for s in r.steps]
+        if self.placement == "outcome" or not r.steps:
+            positions = [len(ids) - 1] if ids else []
+            values = [0.0 if r.score is None else r.score] if ids else []
+        elif self.placement == "clip_delta":
+            positions, values = ends, clip_delta_credits(r.probabilities, eta=self.eta).tolist()
+        else:
+            positions, values = ends, [0.0 if p is None else p for p in r.probabilities]
+        return {"reward_score": {"positions": positions, "values": values},
+                "reward_extra_info": {"prm_score": math.nan if r.score is None else r.score,
+                                      "prm_steps": len(r.steps)}}
+
+    async def run_single(self, data) -> dict:
+        data = data[-1:]  # as verl's managers: the last sequence of a multi-sequence sample
+        item = data[0]
+        responses = self._field(item.batch, "responses", "batch")
+        mask = self._field(item.batch, "attention_mask", "batch")
+        valid = int(mask[-responses.shape[-1]:].sum())
+        ids = [int(t) for t in responses[:valid].tolist()]
+        problem = _problem(item.non_tensor_batch.get("extra_info"))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self._score, problem, ids)
+
+    @classmethod
+    def assemble_rm_scores(cls, data, scores: list[dict]):
+        """(B, response_length) rewards: each sample's values at its positions (clamped to
+        its last valid response token)."""
+        import torch
+
+        responses = data.batch["responses"]
+        prompt_length = data.batch["prompts"].size(1)
+        valid = data.batch["attention_mask"][:, prompt_length:].sum(dim=1)
+        out = torch.zeros_like(responses, dtype=torch.float32)
+        for i, score in enumerate(scores):
+            if not isinstance(score, dict) or "positions" not in score:
+                raise EngineInterfaceError("reward_score is not what PRMRewardManager.run_single "
+                                           "returned: verl routed another manager's output here")
+            last = int(valid[i]) - 1
+            for p, v in zip(score["positions"], score["values"], strict=True):
+                if last >= 0:
+                    out[i, min(int(p), last)] += float(v)
+        return out

@@ -1,0 +1,203 @@
+"""verl and OpenRLHF entry points, loaded by file path and called exactly as verl 0.9.1
+(reward loop: run_single per sample, then assemble_rm_scores; custom_reward_function with
+reward_kwargs) and OpenRLHF 0.11.2 (SingleTurnAgentExecutor: reward_func on one decoded
+query in a thread) call them. Neither engine is installed (each pins another transformers),
+so `FakeDataProto` stands in for verl's DataProto with the fields its managers read."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from test_rewards_trl import POLICY_TEXT
+from test_scoring import make_model
+
+import prmkit.rewards
+from prmkit.models.backbones import train_tokenizer
+from prmkit.rewards.contract import compute_step_rewards
+from prmkit.rewards.credit import clip_delta_credits
+from prmkit.rewards.engines import EngineInterfaceError
+from prmkit.rewards.openrlhf import openrlhf_rewards, response_text
+from prmkit.scoring import Scorer
+
+PROBLEM = "What is 2x + 3 = 11?"
+RESPONSES = ["Let x be a number.\n\nThen 2x + 3 = 11, so x = 4.\n\n# Answer\n\n4",
+             "We add 17 and 25 to get 42."]
+FILES = Path(prmkit.rewards.__file__).parent
+
+
+def load_by_path(name: str):
+    """As verl's load_extern_object and OpenRLHF's executor load a reward file."""
+    spec = importlib.util.spec_from_file_location(f"engine_{name}", FILES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def prm_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("prm")
+    make_model().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def policy_tok():
+    return train_tokenizer(POLICY_TEXT, vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def offline(prm_folder):
+    return Scorer.from_pretrained(prm_folder, device="cpu")
+
+
+class FakeDataProto:
+    """verl.protocol.DataProto as reward managers use it: `batch` tensors with the batch
+    first, `non_tensor_batch` numpy object arrays, len(), [i] -> one item, [a:b] -> a
+    DataProto."""
+
+    def __init__(self, batch: dict, non_tensor_batch: dict):
+        self.batch, self.non_tensor_batch = batch, non_tensor_batch
+
+    def __len__(self):
+        return next(iter(self.batch.values())).shape[0]
+
+    def __getitem__(self, idx):
+        rows = {k: v[idx] for k, v in self.batch.items()}
+        extra = {k: v[idx] for k, v in self.non_tensor_batch.items()}
+        if isinstance(idx, slice):
+            return FakeDataProto(rows, extra)
+        return SimpleNamespace(batch=rows, non_tensor_batch=extra)
+
+
+def verl_batch(tok, responses, prompt_len=6) -> FakeDataProto:
+    """Left-padded prompts, right-padded responses (EOS-terminated), verl's attention mask."""
+    ids = [tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for r in responses]
+    width = max(map(len, ids)) + 3
+    prompts = torch.full((len(ids), prompt_len), tok.pad_token_id)
+    prompts[:, 2:] = torch.tensor(tok("x = 4", add_special_tokens=False)["input_ids"][:1] * 4)
+    resp = torch.full((len(ids), width), tok.pad_token_id)
+    mask = torch.zeros((len(ids), prompt_len + width), dtype=torch.long)
+    mask[:, 2:prompt_len] = 1
+    for i, row in enumerate(ids):
+        resp[i, : len(row)] = torch.tensor(row)
+        mask[i, prompt_len: prompt_len + len(row)] = 1
+    n = len(ids)
+    return FakeDataProto(
+        {"prompts": prompts, "responses": resp, "attention_mask": mask},
+        {"data_source": np.array(["math"] * n, dtype=object),
+         "reward_model": np.array([{"ground_truth": "4"}] * n, dtype=object),
+         "extra_info": np.array([{"problem": PROBLEM, "index": i} for i in range(n)],
+                                dtype=object)})
+
+
+def run_verl_reward_loop(manager_cls, config, tok, data):
+    manager = manager_cls(config=config, tokenizer=tok, compute_score=None,
+                          reward_router_address=None, reward_model_tokenizer=None)
+
+    async def worker():
+        return await asyncio.gather(*[manager.run_single(data[i: i + 1]) for i in range(len(data))])
+
+    outputs = asyncio.run(worker())
+    rm_scores = manager_cls.assemble_rm_scores(data, [o["reward_score"] for o in outputs])
+    return rm_scores, outputs
+
+
+def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, policy_tok, offline):
+    verl = load_by_path("verl")
+    data = verl_batch(policy_tok, RESPONSES)
+    config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
+    rm, outputs = run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, data)
+    assert rm.shape == data.batch["responses"].shape
+    ids = [policy_tok(r, add_special_tokens=False)["input_ids"] for r in RESPONSES]
+    want = compute_step_rewards(offline, [PROBLEM] * 2, RESPONSES, policy_tokenizer=policy_tok,
+                                policy_token_ids=ids)
+    for i, r in enumerate(want):
+        nonzero = rm[i].nonzero().flatten().tolist()
+        assert nonzero == [s.policy_token_end for s in r.steps]
+        assert rm[i, nonzero].tolist() == pytest.approx(r.probabilities, abs=1e-5)
+        # verl's GRPO sums the row: the sum of step rewards, as docs/rl.md warns
+        assert float(rm[i].sum()) == pytest.approx(sum(r.probabilities), abs=1e-5)
+        assert outputs[i]["reward_extra_info"]["prm_steps"] == len(r.steps)
+
+
+def test_verl_manager_clip_delta_and_outcome_placements(prm_folder, policy_tok, offline):
+    verl = load_by_path("verl")
+    data = verl_batch(policy_tok, RESPONSES[:1])
+    want = compute_step_rewards(offline, [PROBLEM], RESPONSES[:1])[0]
+    base = {"model": str(prm_folder), "device": "cpu"}
+    clip, _ = run_verl_reward_loop(verl.PRMRewardManager,
+                                   {"reward": {"prmkit": {**base, "placement": "clip_delta"}}},
+                                   policy_tok, data)
+    credits = clip_delta_credits(want.probabilities, eta=0.5)
+    assert float(clip[0].sum()) == pytest.approx(float(credits.sum()), abs=1e-5)
+    outcome, _ = run_verl_reward_loop(verl.PRMRewardManager,
+                                      {"reward": {"prmkit": {**base, "placement": "outcome"}}},
+                                      policy_tok, data)
+    last = int(data.batch["attention_mask"][0, 6:].sum()) - 1
+    assert outcome[0].nonzero().flatten().tolist() == [last]
+    assert float(outcome[0, last]) == pytest.approx(want.score, abs=1e-5)
+
+
+def test_verl_compute_score_as_the_naive_manager_calls_it(prm_folder, offline):
+    verl = load_by_path("verl")
+    reward_kwargs = {"model": str(prm_folder), "device": "cpu", "verifier_weight": 0.5}
+    out = verl.compute_score(data_source="math", solution_str=RESPONSES[0], ground_truth="4",
+                             extra_info={"question": PROBLEM, "num_turns": None,
+                                         "rollout_reward_scores": {}}, **reward_kwargs)
+    want = compute_step_rewards(offline, [PROBLEM], RESPONSES[:1])[0].score
+    assert out["prm_score"] == pytest.approx(want, abs=1e-5)
+    assert out["verifier"] == 1.0 and out["score"] == pytest.approx(want + 0.5, abs=1e-5)
+    assert out["prm_steps"] == 3
+
+
+def test_verl_interface_changes_get_a_clear_error(prm_folder, policy_tok, monkeypatch):
+    verl = load_by_path("verl")
+    config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
+    data = verl_batch(policy_tok, RESPONSES[:1])
+    del data.batch["responses"]
+    with pytest.raises(EngineInterfaceError, match=r"batch\['responses'\]"):
+        run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, data)
+    monkeypatch.setitem(sys.modules, "verl", SimpleNamespace(__version__="0.10.0"))
+    with pytest.raises(EngineInterfaceError, match="verl 0.10.0 is untested"):
+        verl.PRMRewardManager(config=config, tokenizer=policy_tok, compute_score=None)
+    with pytest.raises(EngineInterfaceError, match="untested"):
+        verl.compute_score("math", RESPONSES[0], "4", {"problem": PROBLEM},
+                           model=str(prm_folder), device="cpu")
+
+
+def test_openrlhf_reward_file_as_its_executor_calls_it(prm_folder, policy_tok, offline, monkeypatch):
+    monkeypatch.setenv("PRMKIT_MODEL", str(prm_folder))
+    monkeypatch.setenv("PRMKIT_DEVICE", "cpu")
+    monkeypatch.setenv("PRMKIT_VERIFIER_WEIGHT", "1.0")
+    reward_func = load_by_path("openrlhf").reward_func
+    prompt = PROBLEM + "\n\n"
+    prompt_ids = policy_tok(prompt, add_special_tokens=False)["input_ids"]
+    action = policy_tok(RESPONSES[0], add_special_tokens=False)["input_ids"] + [policy_tok.eos_token_id]
+    query = policy_tok.decode(prompt_ids + action, skip_special_tokens=False)
+    assert query.endswith("</s>")
+    info = asyncio.run(asyncio.to_thread(reward_func, [query], [prompt], ["4"]))
+    want = compute_step_rewards(offline, [prompt], RESPONSES[:1])[0].score
+    assert float(info["scores"][0]) == pytest.approx(want, abs=1e-5)
+    assert float(info["rewards"][0]) == pytest.approx(want + 1.0, abs=1e-5)
+    # what OpenRLHF's samples generator then does with them
+    assert torch.tensor([info["rewards"]]).shape == (1,)  # one reward per sample
+    assert info["extra_logs"]["prm_steps"].flatten()[0].item() == 3
+
+
+def test_openrlhf_rewards_keep_order_and_give_ungradable_queries_the_null_reward(offline):
+    prompts = [PROBLEM + "\n\n"] * 3
+    queries = [prompts[0] + RESPONSES[1] + "<|im_end|>", "another prompt entirely",
+               prompts[0] + RESPONSES[0]]
+    out = openrlhf_rewards(offline, queries, prompts, ["42", "4", "4"], null_reward=-1.0)
+    want = compute_step_rewards(offline, prompts, [RESPONSES[1], "", RESPONSES[0]])
+    assert out["scores"] == pytest.approx([want[0].score, -1.0, want[2].score], abs=1e-5)
+    assert out["rewards"] == out["scores"]  # verifier_weight 0: the PRM alone
+    assert out["extra_logs"]["prm_steps"] == [1, 0, 3]
+    assert response_text("P: hi</s><pad>", "P:") == " hi"  # trailing special tokens only
