@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from prmkit.cli import eval_summary
 from prmkit.data.io import atomic_write, iter_jsonl
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
@@ -28,13 +29,18 @@ def _clean(obj):
     return obj
 
 
-def _emit(result: dict, args) -> None:
-    data = orjson.dumps(_clean(result), option=orjson.OPT_SERIALIZE_NUMPY)
+def _emit(result: dict, args, summary) -> None:
+    """JSON to --output; on stdout the metrics as JSON with --json, else `summary(result)`
+    (a few lines for people)."""
+    result = _clean(result)
+    data = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
     if getattr(args, "output", None):
         with atomic_write(args.output) as f:
             f.write(data + b"\n")
-    if args.json or not getattr(args, "output", None):
+    if args.json:
         sys.stdout.write(data.decode() + "\n")
+    else:
+        sys.stdout.write(summary(result) + "\n")
 
 
 def _ints(text: str) -> list[int]:
@@ -107,7 +113,7 @@ def cmd_bon(args) -> int:
               f"{pad['empty_slots']} empty slots in all)", file=sys.stderr)
     if args.plot:
         plot_bon_curves(series, args.plot, title=f"Best-of-N on {Path(args.samples).name}")
-    _emit(result, args)
+    _emit(result, args, eval_summary.bon)
     return 0
 
 
@@ -163,6 +169,8 @@ def cmd_processbench(args) -> int:
 
     items = pb.load_processbench(_default_dir(args.data, DEFAULT_PROCESSBENCH, "--data"),
                                  args.subsets.split(",") if args.subsets else None)
+    available = sum(map(len, items.values()))
+    items = pb.limit_items(items, args.limit, args.seed)
     all_items = [it for sub in items.values() for it in sub]
     if args.model:
         scores = _score_with_model(args.model, {it.id: (it.problem, it.steps) for it in all_items},
@@ -196,7 +204,9 @@ def cmd_processbench(args) -> int:
         result["threshold"] = threshold
         items = evaluate_on
     result = pb.evaluate(items, preds) | result
-    _emit(result, args)
+    if args.limit is not None:
+        result["limit"] = {"items": len(all_items), "of": available, "seed": args.seed}
+    _emit(result, args, eval_summary.processbench)
     return 0
 
 
@@ -205,6 +215,8 @@ def cmd_prmbench(args) -> int:
 
     data = args.data or [str(_default_dir(None, DEFAULT_PRMBENCH, "--data"))]
     items = prmbench.load_prmbench(data)
+    available = len(items)
+    items = prmbench.limit_items(items, args.limit, args.seed)
     if args.model:
         scores = _score_with_model(args.model, {it.id: (it.question, it.steps) for it in items},
                                    args)
@@ -224,13 +236,16 @@ def cmd_prmbench(args) -> int:
                 valid |= prmbench.valid_from_scores(scores, args.threshold)
     result = prmbench.evaluate(items, valid)
     result["threshold"] = args.threshold
-    _emit(result, args)
+    if args.limit is not None:
+        result["limit"] = {"items": len(items), "of": available, "seed": args.seed}
+    _emit(result, args, eval_summary.prmbench)
     return 0
 
 
 def cmd_steps(args) -> int:
     from prmkit.evaluation.report import plot_calibration
-    from prmkit.evaluation.steps import step_metrics
+    from prmkit.evaluation.steps import has_wrong_step, step_metrics
+    from prmkit.evaluation.subsets import stratified_subset
 
     if args.model:
         from prmkit.evaluation.labelled import model_step_metrics
@@ -239,10 +254,11 @@ def cmd_steps(args) -> int:
             raise PrmkitError("--model needs --data: a step-labelled file (e.g. PRM800K)")
         result = model_step_metrics(args.model, args.data, args.format, args.threshold,
                                     args.bins, args.batch_tokens, device=args.device,
-                                    attn_implementation=args.attn_implementation)
+                                    attn_implementation=args.attn_implementation,
+                                    limit=args.limit, seed=args.seed)
         if args.plot:
             plot_calibration(result["calibration"], args.plot)
-        _emit(result, args)
+        _emit(result, args, eval_summary.steps)
         return 0
     scores, labels = [], []
     for line, rec in iter_jsonl(args.predictions):
@@ -259,14 +275,26 @@ def cmd_steps(args) -> int:
             raise DataError(args.predictions, line, "step_scores", "expected numbers or null")
         scores.append([None if v is None else float(v) for v in s])
         labels.append([None if v is None else int(v) for v in y])
+    available = len(scores)
+    kept = stratified_subset(range(available), args.limit, lambda i: has_wrong_step(labels[i]),
+                             args.seed)
+    scores, labels = [scores[i] for i in kept], [labels[i] for i in kept]
     try:
         result = step_metrics(scores, labels, args.threshold, args.bins)
     except PrmkitError as e:
         raise DataError(args.predictions, None, None, str(e)) from None
+    if args.limit is not None:
+        result["limit"] = {"solutions": len(kept), "of": available, "seed": args.seed}
     if args.plot:
         plot_calibration(result["calibration"], args.plot)
-    _emit(result, args)
+    _emit(result, args, eval_summary.steps)
     return 0
+
+
+def limit_argument(parser, what: str) -> None:
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help=f"evaluate a seeded, stratified choice of at most N {what} "
+                             "(a quick look; a first-N subset can miss a class)")
 
 
 def register(subparsers) -> None:
@@ -277,7 +305,8 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="eval_command", metavar="BENCHMARK", required=True)
 
     def common(q, threshold: float | None = 0.5):
-        q.add_argument("--json", action="store_true", help="print the metrics as JSON")
+        q.add_argument("--json", action="store_true",
+                       help="print the metrics as JSON (default: a short summary)")
         q.add_argument("-o", "--output", help="also write the JSON metrics to this file")
         if threshold is not None:
             q.add_argument("--threshold", type=float, default=threshold,
@@ -316,7 +345,8 @@ def register(subparsers) -> None:
     pbp.add_argument("--subsets", help="comma-separated subsets (default: all found)")
     pbp.add_argument("--tune-fraction", type=float, default=None,
                      help="choose the threshold on this seeded share of items, report the rest")
-    pbp.add_argument("--seed", type=int, default=0)
+    pbp.add_argument("--seed", type=int, default=0, help="for --limit and --tune-fraction")
+    limit_argument(pbp, "items: every subset keeps correct and erroneous ones")
     common(pbp)
     pbp.set_defaults(func=cmd_processbench)
 
@@ -329,10 +359,16 @@ def register(subparsers) -> None:
     pr.add_argument("--data", action="append",
                     help="PRMBench .jsonl file or directory (repeatable; default "
                          "../shared/data/prmbench)")
+    limit_argument(pr, "items, in proportion per error class")
+    pr.add_argument("--seed", type=int, default=0, help="for --limit")
     common(pr)
     pr.set_defaults(func=cmd_prmbench)
 
-    st = sub.add_parser("steps", help="AUROC, accuracy, ECE, first-error accuracy")
+    st = sub.add_parser("steps", help="AUROC, accuracy, ECE, first-error accuracy",
+                        description="Step AUROC, accuracy, ECE and calibration over the "
+                        "labelled steps, and first-error accuracy over the solutions (the "
+                        "first step scored below the threshold is the first wrong one, or "
+                        "none is), from predictions or a model on labelled data.")
     src = st.add_mutually_exclusive_group(required=True)
     src.add_argument("--predictions", help="JSONL of {step_scores, labels}")
     src.add_argument("--model", help="trained model directory, scored on --data")
@@ -343,6 +379,8 @@ def register(subparsers) -> None:
     st.add_argument("--batch-tokens", type=int, default=4096, help="with --model")
     st.add_argument("--bins", type=int, default=10, help="calibration bins")
     st.add_argument("--plot", help="write a calibration PNG")
+    limit_argument(st, "solutions, in proportion with and without a wrong step")
+    st.add_argument("--seed", type=int, default=0, help="for --limit")
     common(st)
     st.set_defaults(func=cmd_steps)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 def cmd_search_eval(args) -> int:
+    from prmkit.cli import eval_summary
     from prmkit.cli.eval import _emit
     from prmkit.evaluation.report import write_report
     from prmkit.search.accounting import (
@@ -33,7 +34,7 @@ def cmd_search_eval(args) -> int:
                          tables={"methods and budgets": report_table(result)})
     print(f"wrote {paths['json']}, {paths['markdown']}, {paths['html']} and {plot}",
           file=sys.stderr)
-    _emit(result, args)
+    _emit(result, args, eval_summary.search)
     return 0
 
 

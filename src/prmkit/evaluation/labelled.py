@@ -17,13 +17,20 @@ from prmkit.evaluation.steps import (
     auroc,
     calibration_bins,
     expected_calibration_error,
+    first_error_accuracy,
+    has_wrong_step,
+    warn_if_one_class,
 )
+from prmkit.evaluation.subsets import stratified_subset
 
 
 def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: int = 4096,
-                         bf16: bool = True, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(P(correct), label 0/1) for every distinct labelled step of `examples`."""
-    from prmkit.training.batching import predict_rows
+                         bf16: bool = True, progress: bool = True
+                         ) -> tuple[np.ndarray, np.ndarray, list[dict[int, float]]]:
+    """(P(correct), label 0/1) for every distinct labelled step of `examples`, and per
+    example its steps' P(correct) by step index (a shared step serves every example
+    that holds it)."""
+    from prmkit.training.batching import predict_rows, token_batches
     from prmkit.training.packing import pack_examples
 
     cfg = model.config
@@ -34,16 +41,38 @@ def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: i
     device = next(model.parameters()).device
     pred = predict_rows(model, rows, pad, batch_tokens, bf16=bf16, device=device,
                         progress=progress)
-    return pred.probs, (pred.truth >= 0.5).astype(np.int64)
+    # predict_rows reads the labels batch by batch, row by row: the same order here
+    sources = [src for b in token_batches([len(r) for r in rows], batch_tokens)
+               for r in b for src in rows[r].sources]
+    per_example: list[dict[int, float]] = [{} for _ in examples]
+    for p, src in zip(pred.probs.tolist(), sources, strict=True):
+        for ex, step in src:
+            per_example[ex][step] = p
+    return pred.probs, (pred.truth >= 0.5).astype(np.int64), per_example
+
+
+def first_errors(examples: Sequence[StepExample], per_example: Sequence[dict[int, float]]
+                 ) -> tuple[list[list[float | None]], list[list[int]]]:
+    """Per example, the scores and 0/1 labels of its labelled steps up to the first
+    unlabelled one (a step without a prediction, cut at max_length, scores None)."""
+    scores, labels = [], []
+    for ex, probs in zip(examples, per_example, strict=True):
+        cut = next((i for i, v in enumerate(ex.labels) if v is None), len(ex.labels))
+        scores.append([probs.get(i) for i in range(cut)])
+        labels.append([int(v >= 0.5) for v in ex.labels[:cut]])
+    return scores, labels
 
 
 def model_step_metrics(model_dir: str, data: Sequence[str], data_format: str | None = None,
                        threshold: float = 0.5, n_bins: int = 10, batch_tokens: int = 4096,
                        bf16: bool = True, progress: bool = True, device: str = "auto",
-                       attn_implementation: str | None = None) -> dict:
-    """AUROC, accuracy, ECE and calibration of a saved model on labelled files, read and
-    labelled with the paper's supervision policy (prmkit.data.PolicyOptions defaults).
-    device: auto runs on the GPU when there is one."""
+                       attn_implementation: str | None = None, limit: int | None = None,
+                       seed: int = 0) -> dict:
+    """AUROC, accuracy, ECE, calibration and first-error accuracy of a saved model on
+    labelled files, read and labelled with the paper's supervision policy
+    (prmkit.data.PolicyOptions defaults); `limit`: a seeded subset of the examples, in
+    proportion with and without a wrong step. device: auto runs on the GPU when there
+    is one."""
     from prmkit.data import PolicyOptions, apply_policy, read_records
     from prmkit.models.backbones import resolve_device
     from prmkit.models.reward_model import StepRewardModel
@@ -52,13 +81,22 @@ def model_step_metrics(model_dir: str, data: Sequence[str], data_format: str | N
                                             attn_implementation=attn_implementation)
     examples = [ex for path in data
                 for ex in apply_policy(read_records(path, format=data_format), PolicyOptions())]
-    probs, labels = labelled_predictions(model, examples, batch_tokens, bf16, progress)
-    return {
+    available = len(examples)
+    examples = stratified_subset(examples, limit, has_wrong_step, seed)
+    probs, labels, per_example = labelled_predictions(model, examples, batch_tokens, bf16,
+                                                      progress)
+    result = {
         "n_steps": int(len(probs)),
         "n_examples": len(examples),
         "threshold": threshold,
         "auroc": auroc(probs, labels),
         "accuracy": accuracy_at(probs, labels, threshold),
         "ece": expected_calibration_error(probs, labels, n_bins),
+        "first_error_accuracy": first_error_accuracy(*first_errors(examples, per_example),
+                                                     threshold),
         "calibration": calibration_bins(probs, labels, n_bins),
     }
+    if limit is not None:
+        result["limit"] = {"examples": len(examples), "of": available, "seed": seed}
+    warn_if_one_class(result["auroc"], labels)
+    return result

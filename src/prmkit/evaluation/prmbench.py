@@ -14,7 +14,9 @@ mr_eval/tasks/prmtest_classified/task.py):
   FP = error step predicted valid. F1 is the positive-class F1, negative F1 the error-class
   F1, and PRMScore = 0.5 * F1 + 0.5 * negative F1 (for multi_solutions, which has no
   error steps, PRMScore = F1). The overall PRMScore pools the counts of every class
-  except "correct". Undefined precision/recall count as 0 here (the toolkit returns -1).
+  except "correct". Undefined precision/recall count as 0 here (the toolkit returns -1);
+  an F1 with no step of its class at all (and none predicted) is null, with a warning, as
+  is every PRMScore built on it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from prmkit.data.io import iter_jsonl
 from prmkit.errors import DataError, PrmkitError
+from prmkit.evaluation.subsets import stratified_subset, warn_undefined
 from prmkit.scoring.aggregate import fill_null_steps
 
 CATEGORIES = {
@@ -96,8 +99,12 @@ def load_prmbench(paths: Iterable[str | os.PathLike]) -> list[PrmBenchItem]:
     return items
 
 
-def _f1(tp: int, fp: int, fn: int) -> float:
-    return 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
+def _f1(tp: int, fp: int, fn: int) -> float | None:
+    return 2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn > 0 else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if not values or None in values else float(np.mean(values))
 
 
 def _counts(error_steps: Sequence[int], valid: Sequence[bool]) -> tuple[np.ndarray, int | None]:
@@ -122,10 +129,13 @@ def _summary(c: np.ndarray, firsts: list[int], classification: str | None) -> di
     tp, fp, tn, fn = (int(x) for x in c)
     f1 = _f1(tp, fp, fn)
     neg = _f1(tn, fn, fp) if tn + fp > 0 else None
+    if f1 is None:
+        warn_undefined(f"PRMBench {classification or 'overall'} F1",
+                       "its items hold no step without an error")
     out = {
         "f1": f1,
         "negative_f1": neg,
-        "prmscore": f1 if neg is None else 0.5 * f1 + 0.5 * neg,
+        "prmscore": f1 if neg is None or f1 is None else 0.5 * f1 + 0.5 * neg,
         "correct_step_acc": tp / (tp + fn) if tp + fn else None,
         "wrong_step_acc": tn / (tn + fp) if tn + fp else None,
         "total_step_acc": (tp + tn) / c.sum() if c.sum() else None,
@@ -162,11 +172,17 @@ def evaluate(
     out = {"overall": _summary(np.asarray(total), all_firsts, None), "classes": classes}
     out["prmscore"] = out["overall"]["prmscore"]
     out["categories"] = {
-        name: float(np.mean([classes[c]["prmscore"] for c in members if c in classes]))
+        name: _mean([classes[c]["prmscore"] for c in members if c in classes])
         for name, members in CATEGORIES.items()
         if any(c in classes for c in members)
     }
     return out
+
+
+def limit_items(items: Sequence[PrmBenchItem], limit: int | None,
+                seed: int = 0) -> list[PrmBenchItem]:
+    """At most `limit` items, stratified by classification (seeded)."""
+    return stratified_subset(items, limit, lambda it: it.classification, seed)
 
 
 def valid_from_scores(

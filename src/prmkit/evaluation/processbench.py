@@ -2,7 +2,9 @@
 
 Official metric, per subset: accuracy on erroneous items (predicted index == label),
 accuracy on correct items (predicted -1), F1 = their harmonic mean (0 when both are 0).
-The headline is the plain mean of the subset F1s (not weighted by subset size).
+The headline is the plain mean of the subset F1s (not weighted by subset size). A subset
+without correct (or without erroneous) items has no such accuracy: it and the F1 are
+null, with a warning, and so is the headline (`limit_items` keeps both kinds).
 A scalar PRM predicts the first step whose score is below a threshold, or -1. A null
 step score (a step cut at max_length) counts as NULL_STEP_SCORE (0.0): flagged.
 """
@@ -18,6 +20,7 @@ import numpy as np
 from prmkit.data.processbench import read_processbench
 from prmkit.data.records import ProcessBenchItem
 from prmkit.errors import DataError, PrmkitError
+from prmkit.evaluation.subsets import stratified_subset, warn_undefined
 from prmkit.scoring.aggregate import fill_null_steps
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
@@ -33,19 +36,27 @@ def first_error_index(step_scores: Sequence[float | None], threshold: float) -> 
     return int(below[0]) if below.size else -1
 
 
-def _f1(a: float, b: float) -> float:
+def _f1(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
     return 2 * a * b / (a + b) if a + b > 0 else 0.0
 
 
-def subset_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict:
-    """error_acc, correct_acc, f1 (fractions in [0, 1]) and item counts."""
+def subset_metrics(labels: Sequence[int], predictions: Sequence[int],
+                   name: str = "subset", warn: bool = True) -> dict:
+    """error_acc, correct_acc, f1 (fractions in [0, 1], None where the items leave them
+    undefined, with a warning) and item counts."""
     y = np.asarray(labels, dtype=np.int64)
     p = np.asarray(predictions, dtype=np.int64)
     if y.shape != p.shape:
         raise PrmkitError(f"{len(y)} labels but {len(p)} predictions")
     err, ok = y != -1, y == -1
-    error_acc = float((p[err] == y[err]).mean()) if err.any() else 0.0
-    correct_acc = float((p[ok] == -1).mean()) if ok.any() else 0.0
+    error_acc = float((p[err] == y[err]).mean()) if err.any() else None
+    correct_acc = float((p[ok] == -1).mean()) if ok.any() else None
+    if warn and (error_acc is None or correct_acc is None):
+        kind = "erroneous" if error_acc is None else "correct"
+        warn_undefined(f"ProcessBench {name} F1", f"its {len(y)} items hold no {kind} "
+                       "solution (use --limit, which keeps both kinds, not a first-N subset)")
     return {
         "error_acc": error_acc,
         "correct_acc": correct_acc,
@@ -56,9 +67,11 @@ def subset_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict:
 
 
 def evaluate(
-    items: Mapping[str, Sequence[ProcessBenchItem]], predictions: Mapping[str, int]
+    items: Mapping[str, Sequence[ProcessBenchItem]], predictions: Mapping[str, int],
+    warn: bool = True,
 ) -> dict:
-    """Per-subset metrics and the official `average_f1` (plain mean over subsets)."""
+    """Per-subset metrics and the official `average_f1` (plain mean over subsets; None
+    if a subset's F1 is undefined)."""
     out: dict = {}
     for subset, subset_items in items.items():
         missing = [it.id for it in subset_items if it.id not in predictions]
@@ -67,9 +80,10 @@ def evaluate(
                 f"no prediction for {len(missing)} {subset} item(s), e.g. {missing[0]!r}"
             )
         out[subset] = subset_metrics(
-            [it.label for it in subset_items], [predictions[it.id] for it in subset_items]
-        )
-    out["average_f1"] = float(np.mean([out[s]["f1"] for s in items])) if items else 0.0
+            [it.label for it in subset_items], [predictions[it.id] for it in subset_items],
+            subset, warn)
+    f1s = [out[s]["f1"] for s in items]
+    out["average_f1"] = float(np.mean(f1s)) if f1s and None not in f1s else None
     return out
 
 
@@ -103,9 +117,13 @@ def choose_threshold(
         grid = np.concatenate([uniq, [np.nextafter(uniq[-1], np.inf)] if uniq.size else [0.5]])
     best = (float("nan"), -1.0)
     for t in grid:
-        f1 = evaluate(items, threshold_predictions(step_scores, float(t)))["average_f1"]
-        if f1 > best[1]:
-            best = (float(t), f1)
+        f1 = evaluate(items, threshold_predictions(step_scores, float(t)), warn=False)
+        if f1["average_f1"] is None:
+            missing = [s for s in items if f1[s]["f1"] is None]
+            raise PrmkitError(f"the tuning items of {', '.join(missing)} lack correct or "
+                              "erroneous solutions: raise the tuning fraction")
+        if f1["average_f1"] > best[1]:
+            best = (float(t), f1["average_f1"])
     return best
 
 
@@ -132,6 +150,18 @@ def load_processbench(
             it.subset = subset
         out[subset] = items
     return out
+
+
+def limit_items(
+    items: Mapping[str, Sequence[ProcessBenchItem]], limit: int | None, seed: int = 0
+) -> dict[str, list[ProcessBenchItem]]:
+    """At most `limit` items in all, stratified by subset and correct/erroneous (seeded);
+    every subset keeps both kinds where `limit` allows."""
+    flat = [it for sub in items.values() for it in sub]
+    kept = {id(it) for it in stratified_subset(
+        flat, limit, lambda it: (it.subset, it.label == -1), seed)}
+    out = {s: [it for it in sub if id(it) in kept] for s, sub in items.items()}
+    return {s: sub for s, sub in out.items() if sub}
 
 
 def split_items(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from prmkit.errors import PrmkitError
+from prmkit.evaluation.subsets import warn_undefined
 from prmkit.scoring.aggregate import fill_null_steps
 
 
@@ -118,6 +119,19 @@ def first_error_accuracy(
     return float(np.mean(hits))
 
 
+def has_wrong_step(example) -> bool:
+    """The stratum of a labelled solution in `--limit` subsets: a step labelled wrong or not
+    (a StepExample, or a list of 0/1/None labels)."""
+    labels = getattr(example, "labels", example)
+    return any(v is not None and v < 0.5 for v in labels)
+
+
+def warn_if_one_class(value: float, labels) -> None:
+    if np.isnan(value):
+        n_wrong = int(np.sum(np.asarray(labels) == 0))
+        warn_undefined("step AUROC", f"every labelled step is {'wrong' if n_wrong else 'correct'}")
+
+
 def step_metrics(
     step_scores: Sequence[Sequence[float | None]], step_labels: Sequence[Sequence[int | None]],
     threshold: float = 0.5, n_bins: int = 10,
@@ -136,7 +150,7 @@ def step_metrics(
         cut = next((i for i, v in enumerate(y) if v is None), len(y))
         sols_s.append(list(s[:cut]))
         sols_y.append(list(y[:cut]))
-    return {
+    result = {
         "n_steps": len(flat_s),
         "n_solutions": len(sols_s),
         "threshold": threshold,
@@ -146,3 +160,5 @@ def step_metrics(
         "first_error_accuracy": first_error_accuracy(sols_s, sols_y, threshold),
         "calibration": calibration_bins(flat_s, flat_y, n_bins),
     }
+    warn_if_one_class(result["auroc"], flat_y)
+    return result
