@@ -273,7 +273,9 @@ class ActiveLoop:
         if lab.source == "large_prm":
             from prmkit.scoring import Scorer
 
-            scorer = Scorer.from_pretrained(lab.large_prm, dtype=self.config.selector.dtype)
+            scorer = Scorer.from_pretrained(lab.large_prm, dtype=self.config.selector.dtype,
+                                            format=lab.large_prm_format,
+                                            trust_remote_code=lab.large_prm_trust_remote_code)
             return LargePRMLabeler(scorer.score, supervision=lab.supervision,
                                    threshold=lab.threshold)
         from prmkit.active.montecarlo import MonteCarloLabeler

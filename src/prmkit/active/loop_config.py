@@ -59,7 +59,9 @@ class SelectSection:
 class LabelSection:
     source: Literal["grader", "large_prm", "monte_carlo", "queue"] = "grader"
     # large_prm
-    large_prm: str | None = None  # PRM folder
+    large_prm: str | None = None  # PRM folder, or a published PRM's folder or Hub id
+    large_prm_format: str | None = None  # its published family or spec file (docs/models.md)
+    large_prm_trust_remote_code: bool = False  # allow the model code shipped with it
     supervision: Literal["process", "outcome"] = "process"
     threshold: float = 0.2  # P(wrong) above which a step is labelled wrong
     # monte_carlo (rollouts from the generator)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from prmkit.cli.prm_options import add_prm_arguments
 from prmkit.scoring.aggregate import AGGREGATIONS
 
 
@@ -17,6 +18,7 @@ def add_device_arguments(parser) -> None:
 
 
 def cmd_score(args) -> int:
+    from prmkit.cli.prm_options import prm_load_options
     from prmkit.scoring.files import score_file
     from prmkit.scoring.parallel import DataParallel
     from prmkit.scoring.scorer import Scorer
@@ -26,7 +28,7 @@ def cmd_score(args) -> int:
         scorer = Scorer.from_pretrained(args.model, token_budget=args.batch_tokens,
                                         dtype=args.dtype, device=args.device,
                                         attn_implementation=args.attn_implementation,
-                                        parallel=parallel)
+                                        parallel=parallel, **prm_load_options(args))
         report = score_file(scorer, args.input, args.output, aggregation=args.aggregation,
                             resume=args.resume, overwrite=args.overwrite,
                             progress=not args.no_progress, force=args.force)
@@ -46,7 +48,10 @@ def register(subparsers) -> None:
                     "schema) and writes each line plus step_scores and score. Under torchrun "
                     "or accelerate launch every process scores a share of the lines (one GPU "
                     "each) and the first writes them in input order.")
-    p.add_argument("--model", required=True, help="a folder written by save_pretrained")
+    p.add_argument("--model", required=True,
+                   help="a folder written by save_pretrained, a published PRM's folder or "
+                        "Hub id (see --format)")
+    add_prm_arguments(p)
     p.add_argument("--input", required=True, help="JSONL input")
     p.add_argument("-o", "--output", required=True, help="JSONL output")
     p.add_argument("--batch-tokens", type=int, default=16384,

@@ -23,6 +23,7 @@ from prmkit.cli.backend_options import (
     backend_options,
     check_model,
 )
+from prmkit.cli.prm_options import add_prm_arguments
 from prmkit.data.io import read_resumable_output
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
@@ -124,10 +125,12 @@ def build_config(args, separator: str):
 
 
 def cmd_search(args) -> int:
+    from prmkit.cli.prm_options import prm_load_options
+    from prmkit.data.hub import resolve_model_folder
     from prmkit.data.io import dumps_line
     from prmkit.generation import get_sampler
     from prmkit.generation.prompts import PromptFormat
-    from prmkit.models.config import RewardModelConfig
+    from prmkit.models.published import prm_config_of
     from prmkit.scoring.provenance import folder_fingerprint
     from prmkit.search import RescoringScorer, run_search
 
@@ -136,10 +139,9 @@ def cmd_search(args) -> int:
     if out.exists() and not (args.resume or args.overwrite):
         raise PrmkitError(f"{out} exists: pass --resume to continue it or --overwrite to "
                           "replace it")
-    prm_folder = Path(args.prm)
-    if not prm_folder.is_dir():
-        raise PrmkitError(f"--prm {args.prm}: no such model folder")
-    prm_config = RewardModelConfig.load(prm_folder)
+    prm_folder = resolve_model_folder(args.prm)
+    load = prm_load_options(args)
+    prm_config = prm_config_of(prm_folder, load["format"])
     separator = prm_config.step_format.step_separator
     args.aggregation = args.aggregation or prm_config.aggregation
     fmt = PromptFormat(style=args.prompt_style, step_separator=separator)
@@ -150,7 +152,8 @@ def cmd_search(args) -> int:
     known = {"backend": args.backend, **({"model": args.model} if args.model else {})}
     record = {"config": config.to_dict(), "generator": known,
               "prm": {"model": str(prm_folder.resolve()),
-                      "fingerprint": folder_fingerprint(prm_folder)},
+                      "fingerprint": folder_fingerprint(prm_folder),
+                      **({"format": prm_config.family} if prm_config.family else {})},
               "prompt": fmt.template_hash()}
     done: set[str] = set()
     saved = None
@@ -165,12 +168,12 @@ def cmd_search(args) -> int:
     if not todo:
         return 0
 
-    if args.no_incremental:
+    if args.no_incremental or prm_config.family:  # a published PRM is scored whole
         from prmkit.scoring.scorer import Scorer
 
         scorer = RescoringScorer(Scorer.from_pretrained(
             prm_folder, token_budget=args.prm_batch_tokens, dtype=args.prm_dtype,
-            device=args.prm_device))
+            device=args.prm_device, **load))
     else:
         from prmkit.scoring.incremental import IncrementalScorer
 
@@ -227,7 +230,9 @@ def register(subparsers) -> None:
     p.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="passed to the backend (JSON values), e.g. base_url=http://host/v1, "
                         "dtype=bfloat16, batch_size=32; repeatable")
-    p.add_argument("--prm", required=True, help="a PRM folder written by save_pretrained")
+    p.add_argument("--prm", required=True, help="a PRM folder written by save_pretrained, "
+                   "or a published PRM's folder or Hub id (see --format)")
+    add_prm_arguments(p)
     p.add_argument("--problems", required=True, help="problems JSONL (MATH format)")
     p.add_argument("--limit", type=int, default=None, help="only the first N problems")
     p.add_argument("-o", "--output", required=True, help="results JSONL")

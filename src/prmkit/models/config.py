@@ -27,6 +27,7 @@ class RewardModelConfig:
     step_format: StepFormat = field(default_factory=StepFormat)
     backbone: str | None = None  # what the model was built from (alias, path or hub id)
     adapter: bool = False  # the folder holds a LoRA adapter over `backbone`, not full weights
+    family: str | None = None  # a published family's format (prmkit.models.family), if any
 
     def __post_init__(self):
         if isinstance(self.step_format, dict):

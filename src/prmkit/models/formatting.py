@@ -151,3 +151,109 @@ def resolve_label_token_ids(tokenizer, label_tokens: tuple[str, ...]) -> list[in
     if len(set(ids)) != len(ids):
         raise PrmkitError(f"label tokens {label_tokens} map to the same token id")
     return ids
+
+
+class LayoutEncoder:
+    """Encodes a solution as a published family's model card does (see
+    prmkit.models.family): the whole text is rendered, then tokenised in one go, and each
+    step's label position is the token holding the label marker that follows the step
+    (its last character; with `at: before_marker`, the token before the marker's first).
+    Not prefix-stable (the whole text is tokenised at once), so it offers no `step_ids`.
+    """
+
+    prefix_stable = False
+
+    def __init__(self, tokenizer, layout, fmt: StepFormat):
+        if not getattr(tokenizer, "is_fast", False):
+            raise PrmkitError("a published format needs a fast tokenizer (character offsets)")
+        if layout.kind != "text" and not getattr(tokenizer, "chat_template", None):
+            raise PrmkitError(f"format kind {layout.kind!r} needs the tokenizer's chat "
+                              "template, and this tokenizer has none")
+        self.tokenizer, self.layout, self.fmt = tokenizer, layout, fmt
+        self.prompt_ids = lru_cache(maxsize=4096)(self._prompt_ids)
+
+    def _fill(self, template: str, **values: str) -> str:
+        for key, value in values.items():
+            template = template.replace("{" + key + "}", value)
+        return template
+
+    def render(self, problem: str, steps) -> tuple[str, list[int]]:
+        """The text and, per step, the character index of its label token."""
+        lay = self.layout
+        problem = problem.strip()
+        steps = [s.strip() for s in steps]
+        if lay.kind == "chat_turns":
+            return self._render_turns(problem, steps)
+        pre, post = lay.step.split("{step}", 1)
+        body, chars = "", []
+        for i, step in enumerate(steps):
+            body += (lay.step_join if i else "") + pre + step
+            chars.append(len(body) + post.index(lay.marker))
+            body += post
+        if lay.kind == "text":
+            head = self._fill(lay.text.split("{steps}", 1)[0], problem=problem)
+            text = head + body + self._fill(lay.text.split("{steps}", 1)[1], problem=problem)
+            offset = len(head)
+        else:
+            messages = [{"role": r, "content": self._fill(c, problem=problem, steps=body)}
+                        for r, c in lay.messages]
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False)
+            offset = text.find(body, text.find(problem) + len(problem)) if body else 0
+            if offset < 0:
+                raise PrmkitError("the chat template changed the steps' text; cannot place "
+                                  "the labels")
+        return text, [offset + c + self._marker_char() for c in chars]
+
+    def _marker_char(self) -> int:
+        return len(self.layout.marker) - 1 if self.layout.at == "marker" else 0
+
+    def _render_turns(self, problem: str, steps: list[str]) -> tuple[str, list[int]]:
+        lay = self.layout
+        contents = [self._fill(lay.first_step if i == 0 else lay.step, problem=problem, step=s)
+                    for i, s in enumerate(steps)]
+        messages = []
+        for content in contents:
+            messages += [{"role": "user", "content": content},
+                         {"role": "assistant", "content": lay.reply}]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False)
+        chars, cursor = [], 0
+        for content in contents:
+            at = text.find(content, cursor)
+            reply = text.find(lay.reply, at + len(content)) if at >= 0 else -1
+            if reply < 0:
+                raise PrmkitError("the chat template changed a step's text; cannot place "
+                                  "its label")
+            marker = reply + lay.reply.index(lay.marker)
+            chars.append(marker + self._marker_char())
+            cursor = reply + len(lay.reply)
+        return text, chars
+
+    def _tokens(self, text: str):
+        return self.tokenizer(text, add_special_tokens=self.layout.add_special_tokens)
+
+    def _prompt_ids(self, problem: str) -> tuple[int, ...]:
+        """The tokens before the first step's text (for the prompt-length check)."""
+        text, chars = self.render(problem, ["x"])
+        enc = self._tokens(text)
+        return tuple(enc["input_ids"][: enc.char_to_token(chars[0])])
+
+    def encode(self, problem: str, steps) -> EncodedSolution:
+        """Whole-text encoding; steps whose label falls past max_length get none."""
+        if not steps:
+            return EncodedSolution(list(self.prompt_ids(problem)), [], [])
+        text, chars = self.render(problem, steps)
+        enc = self._tokens(text)
+        positions, indices = [], []
+        for i, c in enumerate(chars):
+            tok = enc.char_to_token(c)
+            if tok is None:
+                raise PrmkitError(f"the label marker {self.layout.marker!r} of step {i} maps "
+                                  "to no token")
+            if self.layout.at == "before_marker":
+                tok -= 1
+            if tok >= self.fmt.max_length:
+                break
+            positions.append(tok)
+            indices.append(i)
+        ids = list(enc["input_ids"])
+        return EncodedSolution(ids[: self.fmt.max_length], positions, indices)

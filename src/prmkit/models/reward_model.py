@@ -18,7 +18,7 @@ from torch import nn
 
 from prmkit.errors import PrmkitError
 from prmkit.models.attention import TreeMask, decoder_attention_mask
-from prmkit.models.config import RewardModelConfig
+from prmkit.models.config import CONFIG_NAME, RewardModelConfig
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
 
 HEAD_WEIGHTS = "reward_head.safetensors"
@@ -194,16 +194,29 @@ class StepRewardModel(nn.Module):
     @classmethod
     def from_pretrained(cls, folder: str | Path, dtype: torch.dtype | str | None = None,
                         device: str | torch.device | None = None,
-                        attn_implementation: str | None = None) -> StepRewardModel:
+                        attn_implementation: str | None = None, format: str | None = None,
+                        trust_remote_code: bool = False) -> StepRewardModel:
         """Load a saved model; dtype (default fp32) is the backbone's dtype as loaded (the
-        head stays fp32), so a bf16 model never holds fp32 weights on the way."""
+        head stays fp32), so a bf16 model never holds fp32 weights on the way.
+
+        A folder (or Hub id) without prmkit_config.json, or with `format` given, is a
+        published PRM read through its family's spec (prmkit.models.published): `format`
+        names a built-in family or a spec file (None: detected from config.json);
+        trust_remote_code allows a family whose model class ships as remote code."""
         from safetensors.torch import load_file
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from prmkit.data.hub import resolve_model_folder
         from prmkit.models.backbones import attn_kwargs, resolve_dtype
 
         dtype = resolve_dtype(dtype)
-        folder = Path(folder)
+        folder = resolve_model_folder(folder)
+        if format is not None or not (folder / CONFIG_NAME).is_file() or _is_export(folder):
+            from prmkit.models.published import load_published
+
+            model = load_published(folder, format, trust_remote_code=trust_remote_code,
+                                   dtype=dtype, attn_implementation=attn_implementation)
+            return model.to(device) if device is not None else model
         config = RewardModelConfig.load(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         if config.adapter:
@@ -225,6 +238,15 @@ class StepRewardModel(nn.Module):
         if device is not None:
             model.to(device)
         return model.eval()
+
+
+def _is_export(folder: Path) -> bool:
+    """A token-classification export (`prmkit export`) also carries prmkit_config.json."""
+    import json
+
+    hf = folder / "config.json"
+    archs = json.loads(hf.read_text()).get("architectures") or [] if hf.is_file() else []
+    return any(a.endswith("ForTokenClassification") for a in archs)
 
 
 def merged_state_dict(backbone) -> dict[str, torch.Tensor]:

@@ -129,6 +129,10 @@ class IncrementalScorer:
         self._cached_tokens = 0
         self._scores: OrderedDict[Key, float] = OrderedDict()
         _check_full_attention(self.model.backbone, self.max_length)
+        if getattr(self.model.config, "family", None):
+            raise PrmkitError(f"a {self.model.config.family} PRM is tokenised whole, as its "
+                              "model card does, so its prefixes are not cached: score it "
+                              "with Scorer (search --no-incremental)")
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, dtype: str | torch.dtype | None = "bf16",

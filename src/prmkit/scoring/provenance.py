@@ -26,7 +26,7 @@ from prmkit.errors import PrmkitError
 from prmkit.models.digest_cache import file_sha256
 
 _ENDS = 1024
-COMPARED = ("fingerprint", "aggregation", "max_length", "dtype")
+COMPARED = ("fingerprint", "aggregation", "max_length", "dtype", "format")
 
 
 def _short(payload) -> str:

@@ -156,9 +156,12 @@ class Scorer:
     def from_pretrained(cls, folder: str | Path, token_budget: int = 16384,
                         dtype: str | torch.dtype | None = "bf16",
                         device: str | torch.device | None = "auto",
-                        attn_implementation: str | None = None, **kw) -> Scorer:
+                        attn_implementation: str | None = None, format: str | None = None,
+                        trust_remote_code: bool = False, **kw) -> Scorer:
         """Load a saved model straight in `dtype` (the head stays fp32) on `device` (auto:
-        the GPU when there is one; under a multi-process launch, each process's own)."""
+        the GPU when there is one; under a multi-process launch, each process's own).
+        `folder` may also be a Hub id or a published PRM: `format` (a family name or spec
+        file) and `trust_remote_code` as in `StepRewardModel.from_pretrained`."""
         from prmkit.models.backbones import resolve_device
         from prmkit.models.reward_model import StepRewardModel
 
@@ -166,8 +169,14 @@ class Scorer:
         if parallel is not None and parallel.world > 1 and device in (None, "auto"):
             device = parallel.device
         device = resolve_device(device)
+        from prmkit.data.hub import resolve_model_folder
+
+        folder = resolve_model_folder(folder)
+        published = {k: v for k, v in (("format", format),
+                                       ("trust_remote_code", trust_remote_code)) if v}
         model = StepRewardModel.from_pretrained(folder, dtype=dtype, device=device,
-                                                attn_implementation=attn_implementation)
+                                                attn_implementation=attn_implementation,
+                                                **published)
         kw.setdefault("cast_weights", True)  # nobody else holds this model: cast in place
         return cls(model, token_budget=token_budget, dtype=dtype, device=device,
                    _source=str(Path(folder).resolve()), **kw)
@@ -187,7 +196,8 @@ class Scorer:
         return {"model": self.source or f"in-memory {type(self._given_model).__name__}",
                 "fingerprint": self.fingerprint, "aggregation": str(aggregation),
                 "max_length": self.encoder.fmt.max_length,
-                "dtype": str(dtype).removeprefix("torch.")}
+                "dtype": str(dtype).removeprefix("torch."),
+                **({"format": self.config.family} if self.config.family else {})}
 
     # ---- encoding and batching ------------------------------------------------------
     def encode(self, problem: str, steps: Sequence[str]) -> Encoded:

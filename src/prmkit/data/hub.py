@@ -1,0 +1,158 @@
+"""Models and datasets by Hugging Face Hub name, wherever a path is accepted.
+
+    NAME[@REVISION][:SPLIT]      e.g. Qwen/ProcessBench:gsm8k, HuggingFaceH4/MATH-500:test
+
+A name that is an existing path is that path. Otherwise it is looked up, in order: a
+local copy under $PRMKIT_DATA/<owner>/<name> (a folder of the repository's files), the
+Hub cache (huggingface_hub's usual cache, $HF_HUB_CACHE), then the Hub itself unless
+HF_HUB_OFFLINE is set. When nothing is found, the error says what was tried. A split is
+one of the repository's data files, named by its stem (gsm8k.json -> gsm8k,
+data/test-00000-of-00001.parquet -> test); parquet files are read with `datasets`.
+The resolved `HubSource` records the repository, revision (commit) and files, written
+into outputs beside the model's record.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prmkit.errors import PrmkitError
+
+ENV_VAR = "PRMKIT_DATA"
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
+_NAME = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(@(?P<rev>[\w.-]+))?(:(?P<split>[\w.-]+))?$")
+
+
+@dataclass
+class HubSource:
+    """Where a Hub name was found: the folder of its files and what identifies them."""
+
+    repo: str
+    folder: Path
+    revision: str | None  # the snapshot's commit, or None for a local copy
+    found_in: str  # "local copy", "hub cache" or "hub"
+    split: str | None = None
+    files: list[Path] = field(default_factory=list)  # the split's files (all data files if none)
+
+    def record(self) -> dict:
+        """What outputs record about the data (as `scored_by` records the model)."""
+        from prmkit.models.digest_cache import file_sha256
+
+        return {"dataset": self.repo, "revision": self.revision, "split": self.split,
+                "found_in": self.found_in,
+                "files": {f.relative_to(self.folder).as_posix(): file_sha256(f)[:16]
+                          for f in self.files}}
+
+
+def parse_hub_name(name: str) -> tuple[str, str | None, str | None] | None:
+    """(repo, revision, split) of NAME[@REV][:SPLIT], or None when it is not one."""
+    m = _NAME.match(str(name))
+    return (m["repo"], m["rev"], m["split"]) if m else None
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _snapshot(repo: str, revision: str | None, repo_type: str, tried: list[str]
+              ) -> tuple[Path, str | None, str] | None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    local = os.environ.get(ENV_VAR)
+    if local and repo_type == "dataset":
+        copy = Path(local, repo)
+        if copy.is_dir():
+            return copy, None, "local copy"
+        tried.append(f"a local copy at {copy} (${ENV_VAR})")
+    kw = {"repo_id": repo, "repo_type": repo_type, "revision": revision}
+    try:
+        folder = Path(snapshot_download(local_files_only=True, **kw))
+        return folder, folder.name, "hub cache"
+    except Exception as e:  # not cached (or an incomplete snapshot)
+        tried.append(f"the Hub cache {HF_HUB_CACHE} ({type(e).__name__})")
+    if offline():
+        tried.append("the Hub: not asked, HF_HUB_OFFLINE is set")
+        return None
+    try:
+        folder = Path(snapshot_download(**kw))
+        return folder, folder.name, "hub"
+    except Exception as e:
+        tried.append(f"the Hub ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+    return None
+
+
+def _not_found(what: str, name: str, tried: list[str]) -> PrmkitError:
+    return PrmkitError(f"{what} {name!r} was not found; tried: " + "; ".join(tried))
+
+
+def resolve_model_folder(name: str | Path) -> Path:
+    """A model folder: the path itself, or the Hub snapshot of a model id."""
+    path = Path(name)
+    if path.exists() or parse_hub_name(str(name)) is None:
+        if not path.is_dir():
+            raise PrmkitError(f"{name}: no such model folder")
+        return path
+    repo, revision, _ = parse_hub_name(str(name))
+    tried = [f"a folder {path}"]
+    found = _snapshot(repo, revision, "model", tried)
+    if found is None:
+        raise _not_found("model", str(name), tried)
+    return found[0]
+
+
+def data_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in DATA_SUFFIXES
+                  and not any(p.startswith(".") for p in f.relative_to(folder).parts))
+
+
+def split_of(path: Path) -> str:
+    """A data file's split: its stem without the shard suffix (test-00000-of-00001)."""
+    return re.sub(r"-\d{5}-of-\d{5}$", "", path.name.split(".", 1)[0])
+
+
+def resolve_dataset(name: str | Path) -> HubSource | None:
+    """The files of a dataset Hub name (None when `name` is an existing path or not a
+    Hub name: the caller reads it as a path)."""
+    if Path(name).exists() or parse_hub_name(str(name)) is None:
+        return None
+    repo, revision, split = parse_hub_name(str(name))
+    tried = [f"a path {name}"]
+    found = _snapshot(repo, revision, "dataset", tried)
+    if found is None:
+        raise _not_found("dataset", str(name), tried)
+    folder, rev, where = found
+    files = data_files(folder)
+    if not files:
+        raise PrmkitError(f"dataset {repo} ({where}, {folder}) has no data files "
+                          f"({', '.join(DATA_SUFFIXES)})")
+    if split is not None:
+        chosen = [f for f in files if split_of(f) == split]
+        if not chosen:
+            splits = sorted({split_of(f) for f in files})
+            raise PrmkitError(f"dataset {repo} has no split {split!r}; its splits: "
+                              f"{', '.join(splits)} (name it as {repo}:SPLIT)")
+        files = chosen
+    return HubSource(repo, folder, rev, where, split, files)
+
+
+def local_files(source: HubSource, workdir: Path) -> list[Path]:
+    """The split's files as JSON/JSONL paths prmkit's readers take: parquet files are
+    converted (with `datasets`) into `workdir` once."""
+    out = []
+    for f in source.files:
+        if f.suffix != ".parquet":
+            out.append(f)
+            continue
+        from datasets import Dataset
+
+        target = workdir / (f.relative_to(source.folder).as_posix().replace("/", "__")
+                            + ".jsonl")
+        if not target.is_file():
+            workdir.mkdir(parents=True, exist_ok=True)
+            Dataset.from_parquet(str(f)).to_json(str(target), lines=True, force_ascii=False)
+        out.append(target)
+    return out

@@ -1,0 +1,197 @@
+"""Published PRM families as format specs (YAML or JSON), not code.
+
+A spec says how a family formats a solution (`prompt`: a plain text template, the
+tokenizer's chat template over messages, or one chat turn per step), which token carries
+each step's label (`label.marker`, read at the marker's last token or at the token before
+it) and how P(correct) is read there (`label.read`: the model's own per-token class
+logits, or the LM head's logits over a pair of label tokens). The built-in families are
+the specs in prmkit/models/specs/; a user adds one by passing a spec file as `--format`.
+
+    spec = load_spec("qwen2.5-math-prm")           # or load_spec("my_family.yaml")
+    spec = detect_spec(folder)                     # from config.json, where unambiguous
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from prmkit.errors import PrmkitError
+
+PROMPT_KINDS = ("text", "chat", "chat_turns")
+LABEL_AT = ("marker", "before_marker")
+READS = ("classes", "lm_tokens")
+
+
+@dataclass(frozen=True)
+class SolutionLayout:
+    """How (problem, steps) becomes text, and where each step's label sits."""
+
+    kind: str = "text"
+    text: str = "{problem}\n\n{steps}"  # kind text
+    messages: tuple[tuple[str, str], ...] = ()  # kind chat: (role, content) pairs
+    step: str = "{step}\n\n"  # one step as it appears in the text
+    step_join: str = ""  # between two steps
+    first_step: str = "{problem} {step}"  # kind chat_turns: the first user turn
+    reply: str = "+"  # kind chat_turns: the assistant's answer to each step
+    add_special_tokens: bool = False
+    marker: str = "\n\n"
+    at: str = "marker"
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    name: str
+    layout: SolutionLayout
+    read: str = "classes"
+    num_classes: int = 2
+    correct_class: int = 0  # read classes: the index of the "correct" class
+    tokens: tuple[str, ...] = ()  # read lm_tokens: label tokens, correct first
+    architectures: tuple[str, ...] = ()  # glob patterns the config's architecture must match
+    detect: bool = False
+    remote_code: bool = False
+    split_on: str = "\n\n"
+    aggregation: str = "min"
+    max_length: int = 4096
+    description: str = ""
+    models: tuple[str, ...] = ()
+    source: str = ""  # the file the spec was read from
+
+    def matches(self, architecture: str) -> bool:
+        return any(fnmatch.fnmatchcase(architecture, p) for p in self.architectures)
+
+    def check_architecture(self, architecture: str, folder) -> None:
+        if self.architectures and not self.matches(architecture):
+            raise PrmkitError(
+                f"{folder} is a {architecture}, but format {self.name!r} expects "
+                f"{' or '.join(self.architectures)} (config.json `architectures`)")
+
+    @property
+    def class_order(self) -> list[int]:
+        """Class indices with the correct class first (prmkit's convention)."""
+        return [self.correct_class, *(c for c in range(self.num_classes)
+                                      if c != self.correct_class)]
+
+
+def _need(cond: bool, where: str, message: str) -> None:
+    if not cond:
+        raise PrmkitError(f"{where}: {message}")
+
+
+def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
+    """Validate a spec's fields (errors name the file and the field)."""
+    _need(isinstance(d, dict) and isinstance(d.get("name"), str), source, "a spec needs a `name`")
+    prompt, label = d.get("prompt") or {}, d.get("label") or {}
+    kind = prompt.get("kind", "text")
+    _need(kind in PROMPT_KINDS, source, f"prompt.kind must be one of {PROMPT_KINDS}, got {kind!r}")
+    messages = tuple((m["role"], m["content"]) for m in prompt.get("messages", ()))
+    layout = SolutionLayout(
+        kind=kind, text=prompt.get("text", SolutionLayout.text), messages=messages,
+        step=prompt.get("step", SolutionLayout.step),
+        step_join=prompt.get("step_join", ""),
+        first_step=prompt.get("first_step", SolutionLayout.first_step),
+        reply=prompt.get("reply", "+"),
+        add_special_tokens=bool(prompt.get("add_special_tokens", kind == "text")),
+        marker=label.get("marker", ""), at=label.get("at", "marker"))
+    _need(bool(layout.marker), source, "label.marker is required (the text whose token "
+          "carries each step's label)")
+    _need(layout.at in LABEL_AT, source, f"label.at must be one of {LABEL_AT}")
+    if kind == "text":
+        _need("{steps}" in layout.text and "{problem}" in layout.text, source,
+              "prompt.text needs {problem} and {steps}")
+    if kind == "chat":
+        contents = " ".join(c for _, c in messages)
+        _need("{steps}" in contents and "{problem}" in contents, source,
+              "prompt.messages need {problem} and {steps} in their contents")
+    if kind == "chat_turns":
+        _need(layout.marker in layout.reply, source, "label.marker must be in prompt.reply")
+    else:
+        _need("{step}" in layout.step and layout.marker in layout.step.split("{step}", 1)[1],
+              source, "prompt.step needs {step} followed by label.marker")
+    read = label.get("read", "classes")
+    _need(read in READS, source, f"label.read must be one of {READS}, got {read!r}")
+    tokens = tuple(label.get("tokens", ()))
+    num_classes = int(label.get("num_classes", len(tokens) or 2))
+    if read == "lm_tokens":
+        _need(len(tokens) in (2, 3), source, "label.tokens: 2 or 3 label tokens, correct first")
+    correct = int(label.get("correct_class", 0))
+    _need(0 <= correct < num_classes, source, f"label.correct_class {correct} is not a class "
+          f"of {num_classes}")
+    return FamilySpec(
+        name=d["name"], layout=layout, read=read, num_classes=num_classes,
+        correct_class=correct, tokens=tokens, architectures=tuple(d.get("architectures", ())),
+        detect=bool(d.get("detect", False)), remote_code=bool(d.get("remote_code", False)),
+        split_on=d.get("split_on", "\n\n"), aggregation=d.get("aggregation", "min"),
+        max_length=int(d.get("max_length", 4096)), description=d.get("description", ""),
+        models=tuple(d.get("models", ())), source=source)
+
+
+def _read_spec_file(path: Path) -> FamilySpec:
+    text = path.read_text()
+    try:
+        if path.suffix == ".json":
+            d = json.loads(text)
+        else:
+            import yaml
+
+            d = yaml.safe_load(text)
+    except Exception as e:  # yaml and json errors carry the line
+        raise PrmkitError(f"{path}: not a valid spec file: {e}") from None
+    return spec_from_dict(d, str(path))
+
+
+def builtin_specs() -> dict[str, FamilySpec]:
+    folder = resources.files("prmkit.models") / "specs"
+    specs = [_read_spec_file(Path(str(f))) for f in folder.iterdir() if f.name.endswith(".yaml")]
+    return {s.name: s for s in sorted(specs, key=lambda s: s.name)}
+
+
+def load_spec(name_or_path: str | Path) -> FamilySpec:
+    """A built-in family by name, or a spec file (.yaml, .yml, .json)."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml", ".json"):
+        if not path.is_file():
+            raise PrmkitError(f"format spec {path}: no such file")
+        return _read_spec_file(path)
+    specs = builtin_specs()
+    if str(name_or_path) not in specs:
+        raise PrmkitError(f"unknown format {str(name_or_path)!r}: expected one of "
+                          f"{', '.join(specs)} or a spec file (.yaml/.json)")
+    return specs[str(name_or_path)]
+
+
+def read_hf_config(folder: str | Path) -> dict:
+    path = Path(folder, "config.json")
+    if not path.is_file():
+        raise PrmkitError(f"{folder} is not a prmkit model folder: prmkit_config.json is "
+                          "missing, nor a Hugging Face model folder (no config.json)")
+    return json.loads(path.read_text())
+
+
+def architecture_of(hf_config: dict, folder) -> str:
+    archs = hf_config.get("architectures") or []
+    if len(archs) != 1:
+        raise PrmkitError(f"{folder}/config.json: expected one entry in `architectures`, "
+                          f"got {archs}")
+    return archs[0]
+
+
+def detect_spec(folder: str | Path, hf_config: dict | None = None) -> FamilySpec:
+    """The family whose spec claims this architecture (`detect: true`); an architecture
+    several families share (a plain causal LM) needs `--format`."""
+    hf_config = hf_config if hf_config is not None else read_hf_config(folder)
+    arch = architecture_of(hf_config, folder)
+    specs = builtin_specs()
+    found = [s for s in specs.values() if s.detect and s.matches(arch)]
+    if len(found) == 1:
+        return found[0]
+    could = [s.name for s in specs.values() if s.matches(arch)]
+    hint = f" ({', '.join(could)} can read a {arch})" if could else ""
+    raise PrmkitError(
+        f"{folder} is not a prmkit model folder: prmkit_config.json is missing, and its "
+        f"published format cannot be told from config.json (architecture {arch}): pass "
+        f"--format with one of {', '.join(specs)}{hint}, or a spec file (docs/models.md)")
+

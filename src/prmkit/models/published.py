@@ -1,0 +1,185 @@
+"""Published PRMs (and token-classification exports) as `StepRewardModel`s.
+
+A folder without prmkit_config.json is read through its family's format spec
+(prmkit.models.family): the spec's `LayoutEncoder` formats solutions as the family's
+model card does, and `forward` returns class logits at the label positions with the
+correct class first, so the Scorer, search, evaluation and labelling use it as any
+prmkit model. `read: lm_tokens` uses the LM head's rows of the label tokens (the token
+formulation); `read: classes` runs the model's own forward (its per-token class logits:
+a `*ForTokenClassification`, or remote code such as Qwen2ForProcessRewardModel).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from prmkit.errors import PrmkitError
+from prmkit.models.config import CONFIG_NAME, RewardModelConfig
+from prmkit.models.family import (
+    FamilySpec,
+    architecture_of,
+    detect_spec,
+    load_spec,
+    read_hf_config,
+)
+from prmkit.models.formatting import (
+    LayoutEncoder,
+    SegmentEncoder,
+    StepFormat,
+    resolve_label_token_ids,
+)
+from prmkit.models.reward_model import StepRewardModel
+
+CLASS_NAMES_CORRECT = ("correct", "positive")
+
+
+class PublishedRewardModel(StepRewardModel):
+    def __init__(self, backbone, tokenizer, config: RewardModelConfig, spec: FamilySpec,
+                 encoder=None):
+        nn.Module.__init__(self)
+        self.backbone, self.tokenizer, self.config, self.spec = backbone, tokenizer, config, spec
+        object.__setattr__(self, "_peft_model", None)
+        self.head = None
+        if spec.read == "lm_tokens":
+            ids = resolve_label_token_ids(tokenizer, spec.tokens)
+            self.register_buffer("label_token_ids", torch.tensor(ids), persistent=False)
+        self._encoder = encoder or LayoutEncoder(tokenizer, spec.layout, config.step_format)
+
+    def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
+        if self.spec.read == "lm_tokens":
+            return super().forward(input_ids, label_positions, attention_mask, position_ids)
+        if position_ids is not None or (attention_mask is not None and attention_mask.dim() != 2):
+            raise PrmkitError(f"format {self.spec.name!r} is scored on padded rows only "
+                              "(no packed or tree masks)")
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        picked = logits[label_positions[:, 0], label_positions[:, 1]].float()
+        return picked[:, self.spec.class_order]
+
+    def save_pretrained(self, folder, merge_adapter: bool = True):
+        raise PrmkitError(f"a published {self.spec.name} model is used as it is; it has no "
+                          "prmkit folder to save")
+
+
+def published_config(spec: FamilySpec) -> RewardModelConfig:
+    fmt = StepFormat(step_separator=spec.split_on, max_length=spec.max_length)
+    if spec.read == "lm_tokens":
+        return RewardModelConfig(formulation="token", num_classes=len(spec.tokens),
+                                 label_tokens=spec.tokens, aggregation=spec.aggregation,
+                                 step_format=fmt, family=spec.name)
+    return RewardModelConfig(formulation="head", num_classes=spec.num_classes,
+                             aggregation=spec.aggregation, step_format=fmt, family=spec.name)
+
+
+def _check_tokens(spec: FamilySpec, tokenizer, folder) -> None:
+    """The marker (and label tokens) must be in the vocabulary as the family expects."""
+    layout = spec.layout
+    if layout.marker in tokenizer.all_special_tokens or layout.marker.startswith("<"):
+        if tokenizer.convert_tokens_to_ids(layout.marker) in (None, tokenizer.unk_token_id):
+            raise PrmkitError(f"{folder}: format {spec.name!r} reads labels at the token "
+                              f"{layout.marker!r}, which this tokenizer does not have")
+    if spec.read == "lm_tokens":
+        try:
+            resolve_label_token_ids(tokenizer, spec.tokens)
+        except PrmkitError as e:
+            raise PrmkitError(f"{folder}: format {spec.name!r}: {e}") from None
+
+
+def _load_backbone(folder: Path, spec: FamilySpec, dtype, trust_remote_code: bool, attn: dict):
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClassification
+
+    kw = {"dtype": dtype or torch.float32, **attn}
+    if spec.read == "lm_tokens":
+        return AutoModelForCausalLM.from_pretrained(folder, **kw)
+    arch = architecture_of(read_hf_config(folder), folder)
+    if arch.endswith("ForTokenClassification"):
+        return AutoModelForTokenClassification.from_pretrained(folder, **kw)
+    return AutoModel.from_pretrained(folder, trust_remote_code=trust_remote_code, **kw)
+
+
+def load_published(folder: str | Path, format: str | None = None, *,
+                   trust_remote_code: bool = False, dtype=None,
+                   attn_implementation: str | None = None) -> PublishedRewardModel:
+    """A published PRM folder, read as `format` (a built-in family or a spec file; None:
+    detected from config.json where unambiguous)."""
+    from transformers import AutoTokenizer
+
+    from prmkit.models.backbones import attn_kwargs
+
+    folder = Path(folder)
+    hf = read_hf_config(folder)
+    arch = architecture_of(hf, folder)
+    if Path(folder, CONFIG_NAME).is_file() and format is None:
+        return _load_export(folder, hf, arch, dtype, attn_implementation)
+    spec = load_spec(format) if format else detect_spec(folder, hf)
+    spec.check_architecture(arch, folder)
+    if spec.remote_code and not trust_remote_code:
+        raise PrmkitError(
+            f"{folder} is a {arch}: its model class is remote code shipped with the weights "
+            f"({', '.join(sorted(hf.get('auto_map', {}).values())) or 'modeling_*.py'}); "
+            "read it, then pass --trust-remote-code (trust_remote_code=True) to run it")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    _check_tokens(spec, tokenizer, folder)
+    backbone = _load_backbone(folder, spec, dtype, trust_remote_code,
+                              attn_kwargs(attn_implementation))
+    return PublishedRewardModel(backbone, tokenizer, published_config(spec), spec).eval()
+
+
+def _load_export(folder: Path, hf: dict, arch: str, dtype, attn_implementation):
+    """A prmkit token-classification export (`prmkit export`): the backbone with a
+    linear `score` head, read with the prmkit step format copied beside it."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from prmkit.models.backbones import attn_kwargs
+    from prmkit.models.family import SolutionLayout
+
+    if not arch.endswith("ForTokenClassification"):
+        raise PrmkitError(f"{folder}: a {arch} with a prmkit_config.json that is not a "
+                          "prmkit model; expected a *ForTokenClassification export")
+    config = RewardModelConfig.load(folder)
+    names = [str(hf.get("id2label", {}).get(str(i), "")).lower()
+             for i in range(config.num_classes)]
+    correct = next((i for i, n in enumerate(names) if n in CLASS_NAMES_CORRECT), None)
+    if correct is None:
+        raise PrmkitError(f"{folder}/config.json: id2label {hf.get('id2label')} names no "
+                          f"class {' or '.join(CLASS_NAMES_CORRECT)}")
+    spec = FamilySpec(name="prmkit-token-classification", layout=SolutionLayout(),
+                      read="classes", num_classes=config.num_classes, correct_class=correct,
+                      split_on=config.step_format.step_separator,
+                      aggregation=config.aggregation,
+                      max_length=config.step_format.max_length)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    backbone = AutoModelForTokenClassification.from_pretrained(
+        folder, dtype=dtype or torch.float32, **attn_kwargs(attn_implementation))
+    config.family = spec.name
+    encoder = SegmentEncoder(tokenizer, config.step_format)
+    return PublishedRewardModel(backbone, tokenizer, config, spec, encoder).eval()
+
+
+def describe_family(model) -> dict:
+    """The `format` entry of a scoring record (empty for a model prmkit trained)."""
+    spec = getattr(model, "spec", None)
+    if spec is None:
+        return {}
+    return {"format": spec.name, **({"format_file": spec.source} if spec.source and not
+            spec.source.startswith(str(Path(__file__).parent)) else {})}
+
+
+
+def prm_config_of(folder: str | Path, format: str | None = None) -> RewardModelConfig:
+    """The reward-model config of any PRM folder without loading its weights: prmkit's
+    own, or the published family's (`format`, else detected)."""
+    from prmkit.models.reward_model import _is_export
+
+    folder = Path(folder)
+    if format is None and Path(folder, CONFIG_NAME).is_file():
+        config = RewardModelConfig.load(folder)
+        if _is_export(folder):
+            config.family = "prmkit-token-classification"
+        return config
+    spec = load_spec(format) if format else detect_spec(folder)
+    spec.check_architecture(architecture_of(read_hf_config(folder), folder), folder)
+    return published_config(spec)

@@ -1,0 +1,229 @@
+"""Tiny random replicas of published PRM families, saved as their Hub folders are: the
+same architecture class and config keys, the same special tokens and chat template, and
+(for Qwen's remote-code class) a modeling file in the folder, loaded only with
+trust_remote_code. Each replica also has the model card's own scoring procedure, written
+from the card and independent of prmkit's encoder, for the golden tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+CORPUS = [
+    "Let x be a number. Then 2x + 3 = 11, so x = 4.",
+    "The answer is 42. We add 17 and 25 to get 42.",
+    "First, compute 3 * 4 = 12. Next, 12 - 5 = 7. ки + - ки + -",
+    "Step 1: simplify the fraction. ки Step 2: divide both sides by 2. ки",
+    "+ - 0 = ( ) [ ] { } \\frac{1}{2} \\boxed{7} # Answer + + - - ки ки",
+    "Problem: how many apples? Solution: 5 apples. Please reason step by step.",
+    "system user assistant Cutting Knowledge Date: December 2023 Today Date: 26 Jul 2024",
+]
+PROBLEM = "Problem: how many apples? Let x be 2x + 3 = 11."
+STEPS = ["First, compute 3 * 4 = 12.", "Next, 12 - 5 = 7, so x = 4.",
+         "The answer is \\boxed{7}."]
+
+# Qwen2.5-Math's chat template (the path without tools), as in its tokenizer_config.json.
+QWEN_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>system\\nPlease reason step by step, and put your final "
+    "answer within \\\\boxed{}.<|im_end|>\\n' }}{%- endif %}"
+    "{%- for message in messages %}{%- if not (message.role == 'system' and loop.first) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+
+# Llama 3.1's chat template (the path without tools), as in its tokenizer_config.json.
+LLAMA31_TEMPLATE = (
+    "{{- bos_token }}"
+    "{%- if not date_string is defined %}{%- set date_string = '26 Jul 2024' %}{%- endif %}"
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{%- set system_message = messages[0]['content']|trim %}"
+    "{%- set messages = messages[1:] %}{%- else %}{%- set system_message = '' %}{%- endif %}"
+    "{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}"
+    "{{- 'Cutting Knowledge Date: December 2023\\n' }}"
+    "{{- 'Today Date: ' + date_string + '\\n\\n' }}"
+    "{{- system_message }}{{- '<|eot_id|>' }}"
+    "{%- for message in messages %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+    "message['content'] | trim + '<|eot_id|>' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}")
+
+QWEN_MODELING = '''
+import torch
+from torch import nn
+from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import ModelOutput
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = Qwen2Config
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size),
+                                   nn.ReLU(), nn.Linear(config.hidden_size, self.num_labels))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, use_cache=False)
+        return ModelOutput(logits=self.score(out[0]))
+'''
+
+
+def byte_bpe(specials: list[str], bos: str | None, eos: str, pad: str, template: str | None):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    out = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token=eos,
+                                  pad_token=pad)
+    out.chat_template = template
+    return out
+
+
+def sentencepiece_like():
+    """A Mistral-style tokenizer: Metaspace ("▁", prefix space on the first word), BOS
+    added by the post-processor, <unk>/<s>/</s>."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+    alphabet = sorted(set("".join(CORPUS)) | {"▁", "\n"})
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=alphabet, show_progress=False)
+    tok.train_from_iterator(CORPUS * 3, trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")
+
+
+def small(config_cls, tok, **extra):
+    return config_cls(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=4096, **extra)
+
+
+def qwen_prm(folder: Path) -> Path:
+    """Qwen2.5-Math-PRM: Qwen2ForProcessRewardModel (remote code), <extra_0> steps."""
+    import importlib.util
+
+    from transformers import Qwen2Config
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = byte_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"], None,
+                   "<|im_end|>", "<|endoftext|>", QWEN_TEMPLATE)
+    (folder / "modeling_qwen2_rm.py").write_text(QWEN_MODELING)
+    spec = importlib.util.spec_from_file_location("qwen_rm_replica", folder / "modeling_qwen2_rm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = small(Qwen2Config, tok, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    config.auto_map = {"AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"}
+    torch.manual_seed(0)
+    model = module.Qwen2ForProcessRewardModel(config).eval()
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["Qwen2ForProcessRewardModel"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def qwen_card_scores(folder: Path, problem: str, steps: list[str]) -> tuple[list[float], list[int]]:
+    """The model card's Quick Start: P(class 1) at every <extra_0>."""
+    import torch.nn.functional as F
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True, dtype=torch.float32).eval()
+    messages = [{"role": "system", "content": QWEN_SYSTEM}, {"role": "user", "content": problem},
+                {"role": "assistant", "content": "<extra_0>".join(steps) + "<extra_0>"}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+    input_ids = torch.tensor([tokenizer.encode(text)])
+    with torch.no_grad():
+        logits = model(input_ids=input_ids)[0]
+    mask = input_ids == tokenizer.encode("<extra_0>")[0]
+    probs = F.softmax(logits, dim=-1)[mask][:, 1]
+    return probs.tolist(), mask[0].nonzero().flatten().tolist()
+
+
+def math_shepherd(folder: Path) -> Path:
+    """math-shepherd-mistral-7b-prm: MistralForCausalLM, Mistral-style tokenizer."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tok = sentencepiece_like()
+    config = small(MistralConfig, tok, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                   tie_word_embeddings=False)
+    torch.manual_seed(1)
+    MistralForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def shepherd_card_scores(folder, problem, steps) -> tuple[list[float], list[int]]:
+    """The model card: "{question} {output}", steps tagged " ки", softmax over +/-."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    candidate_tokens = tokenizer.encode("+ -")[1:]
+    step_tag_id = tokenizer.encode("ки")[-1]
+    output = "\n".join(f"{s} ки" for s in steps)
+    input_id = torch.tensor([tokenizer.encode(f"{problem} {output}")])
+    with torch.no_grad():
+        logits = model(input_id).logits[:, :, candidate_tokens]
+        scores = logits.softmax(dim=-1)[:, :, 0]
+    return scores[input_id == step_tag_id].tolist(), (input_id[0] == step_tag_id).nonzero().flatten().tolist()
+
+
+def rlhflow(folder: Path) -> Path:
+    """RLHFlow/Llama3.1-8B-PRM-*: LlamaForCausalLM with Llama 3.1's tokens and template."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = byte_bpe(["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                    "<|end_header_id|>", "<|eot_id|>"], "<|begin_of_text|>", "<|eot_id|>",
+                   "<|end_of_text|>", LLAMA31_TEMPLATE)
+    config = small(LlamaConfig, tok, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                   tie_word_embeddings=False)
+    torch.manual_seed(2)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def rlhflow_card_scores(folder, problem, steps) -> list[float]:
+    """The reference code, one prefix at a time: the last step's "+" probability is read
+    at position -3 of the conversation (earlier steps answered "+")."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    candidate_tokens = [tokenizer.encode("+")[-1], tokenizer.encode("-")[-1]]
+    out = []
+    for k in range(len(steps)):
+        conversation = []
+        for j in range(k + 1):
+            text = problem + " " + steps[0] if j == 0 else steps[j]
+            conversation += [{"content": text, "role": "user"}, {"content": "+", "role": "assistant"}]
+        text = tokenizer.apply_chat_template(conversation, tokenize=False)
+        input_ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            logits = model(input_ids).logits[:, -3, candidate_tokens]
+        out.append(logits.softmax(dim=-1)[0, 0].item())
+    return out

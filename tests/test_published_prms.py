@@ -1,0 +1,210 @@
+"""Published PRM families through prmkit's one formatting module and one Scorer: tiny
+random replicas (tests/published_replicas.py) scored by prmkit and by each model card's
+own procedure, and the same solution through `prmkit score`, the Scorer API, search and
+the ProcessBench evaluator."""
+
+import json
+
+import pytest
+import torch
+from published_replicas import (
+    PROBLEM,
+    STEPS,
+    math_shepherd,
+    qwen_card_scores,
+    qwen_prm,
+    rlhflow,
+    rlhflow_card_scores,
+    shepherd_card_scores,
+)
+from search_fakes import FakePrompts, TreeSampler
+
+from prmkit.cli import main
+from prmkit.errors import PrmkitError
+from prmkit.models.family import builtin_specs, load_spec
+from prmkit.models.reward_model import StepRewardModel
+from prmkit.scoring import Scorer
+
+FAMILIES = {  # name -> (builder, load options)
+    "qwen2.5-math-prm": (qwen_prm, {"trust_remote_code": True}),
+    "math-shepherd": (math_shepherd, {"format": "math-shepherd"}),
+    "rlhflow": (rlhflow, {"format": "rlhflow"}),
+}
+CLI_FLAGS = {"qwen2.5-math-prm": ["--trust-remote-code"], "math-shepherd": ["--format",
+             "math-shepherd"], "rlhflow": ["--format", "rlhflow"]}
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory):
+    root = tmp_path_factory.mktemp("published")
+    return {name: build(root / name) for name, (build, _) in FAMILIES.items()}
+
+
+def fp32_scorer(folder, **load):
+    return Scorer.from_pretrained(folder, dtype=None, device="cpu", **load)
+
+
+def test_builtin_families_are_specs_shipped_with_the_package():
+    assert set(builtin_specs()) >= {"qwen2.5-math-prm", "math-shepherd", "rlhflow",
+                                    "token-classification"}
+    qwen = load_spec("qwen2.5-math-prm")
+    assert (qwen.layout.marker, qwen.read, qwen.correct_class) == ("<extra_0>", "classes", 1)
+    assert qwen.source.endswith("qwen2.5-math-prm.yaml")
+
+
+def test_qwen_labels_sit_on_every_extra_0_and_p_correct_is_softmax_class_1(replicas):
+    folder = replicas["qwen2.5-math-prm"]
+    want, positions = qwen_card_scores(folder, PROBLEM, STEPS)
+    scorer = fp32_scorer(folder, trust_remote_code=True)
+    enc = scorer.encode(PROBLEM, STEPS)
+    extra_0 = scorer.model.tokenizer.convert_tokens_to_ids("<extra_0>")
+    assert enc.label_positions == positions and len(positions) == len(STEPS)
+    assert all(enc.input_ids[p] == extra_0 for p in enc.label_positions)
+    assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
+    assert scorer.record("min")["format"] == "qwen2.5-math-prm"
+
+
+def test_math_shepherd_labels_sit_on_the_step_tag_and_read_plus_over_minus(replicas):
+    folder = replicas["math-shepherd"]
+    want, positions = shepherd_card_scores(folder, PROBLEM, STEPS)
+    scorer = fp32_scorer(folder, format="math-shepherd")
+    enc = scorer.encode(PROBLEM, STEPS)
+    tok = scorer.model.tokenizer
+    assert enc.label_positions == positions and len(positions) == len(STEPS)
+    assert {tok.convert_ids_to_tokens(enc.input_ids[p]) for p in positions} == {"▁ки"}
+    assert enc.input_ids[0] == tok.bos_token_id
+    assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
+
+
+def test_rlhflow_label_is_read_before_each_assistant_plus(replicas):
+    folder = replicas["rlhflow"]
+    want = rlhflow_card_scores(folder, PROBLEM, STEPS)
+    scorer = fp32_scorer(folder, format="rlhflow")
+    enc = scorer.encode(PROBLEM, STEPS)
+    tok = scorer.model.tokenizer
+    plus = tok.convert_tokens_to_ids("+")
+    # the token after each label is the assistant's "+", after the assistant header
+    text = tok.decode(enc.input_ids[: enc.label_positions[0] + 1])
+    assert text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert [enc.input_ids[p + 1] for p in enc.label_positions[:-1]] == [plus] * (len(STEPS) - 1)
+    assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
+
+
+def test_step_cut_by_max_length_scores_none_as_for_prmkit_models(replicas):
+    scorer = fp32_scorer(replicas["math-shepherd"], format="math-shepherd")
+    enc = scorer.encode(PROBLEM, STEPS)
+    scorer.encoder.fmt = type(scorer.encoder.fmt)(max_length=enc.label_positions[1] + 1)
+    full = fp32_scorer(replicas["math-shepherd"], format="math-shepherd").score([(PROBLEM, STEPS)])
+    got = scorer.score([(PROBLEM, STEPS)])[0]
+    assert got[:2] == pytest.approx(full[0][:2], abs=1e-5) and got[2] is None
+
+
+def test_qwen_remote_code_runs_only_when_the_user_says_so(replicas):
+    with pytest.raises(PrmkitError, match="remote code.*--trust-remote-code"):
+        StepRewardModel.from_pretrained(replicas["qwen2.5-math-prm"])
+
+
+def test_qwen_is_detected_from_config_json(replicas):
+    model = StepRewardModel.from_pretrained(replicas["qwen2.5-math-prm"], trust_remote_code=True)
+    assert model.config.family == "qwen2.5-math-prm"
+
+
+def test_plain_causal_lm_without_format_asks_for_one(replicas):
+    with pytest.raises(PrmkitError, match=r"MistralForCausalLM\): pass --format with one of "
+                                          r".*math-shepherd.*rlhflow"):
+        StepRewardModel.from_pretrained(replicas["math-shepherd"])
+
+
+def test_mismatched_format_names_the_expected_architecture(replicas):
+    with pytest.raises(PrmkitError, match="MistralForCausalLM, but format 'qwen2.5-math-prm' "
+                                          "expects Qwen2ForProcessRewardModel"):
+        StepRewardModel.from_pretrained(replicas["math-shepherd"], format="qwen2.5-math-prm")
+    with pytest.raises(PrmkitError, match="unknown format 'shepherd': expected one of"):
+        StepRewardModel.from_pretrained(replicas["math-shepherd"], format="shepherd")
+
+
+def test_format_whose_tokens_the_tokenizer_lacks_is_refused(replicas, tmp_path):
+    spec = tmp_path / "qwen_on_llama.yaml"
+    spec.write_text((load_spec("qwen2.5-math-prm").source and
+                     open(load_spec("qwen2.5-math-prm").source).read())
+                    .replace("name: qwen2.5-math-prm", "name: q")
+                    .replace("[Qwen2ForProcessRewardModel]", '["*ForCausalLM"]')
+                    .replace("remote_code: true", "remote_code: false"))
+    with pytest.raises(PrmkitError, match="reads labels at the token '<extra_0>', which this "
+                                          "tokenizer does not have"):
+        StepRewardModel.from_pretrained(replicas["rlhflow"], format=str(spec))
+
+
+def test_a_spec_file_adds_a_family_without_code(replicas, tmp_path):
+    text = open(load_spec("math-shepherd").source).read().replace(
+        "name: math-shepherd", "name: my-shepherd")
+    (tmp_path / "mine.yaml").write_text(text)
+    mine = fp32_scorer(replicas["math-shepherd"], format=str(tmp_path / "mine.yaml"))
+    builtin = fp32_scorer(replicas["math-shepherd"], format="math-shepherd")
+    assert mine.score([(PROBLEM, STEPS)]) == builtin.score([(PROBLEM, STEPS)])
+    assert mine.record("min")["format"] == "my-shepherd"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: x\nprompt: {kind: html}\n", "prompt.kind must be one of"),
+    ("name: x\nprompt: {step: '{step}'}\nlabel: {marker: ки}\n", "prompt.step needs {step} "
+     "followed by label.marker"),
+    ('name: x\nlabel: {marker: "\\n\\n", read: lm_tokens}\n', "label.tokens: 2 or 3"),
+    ("name: [x\n", "not a valid spec file"),
+])
+def test_bad_spec_file_names_the_file_and_the_field(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(PrmkitError, match=f"{path}: .*{message}"):
+        load_spec(str(path))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_score_cli_scorer_search_and_processbench_agree(replicas, family, tmp_path):
+    from prmkit.data.processbench import write_processbench
+    from prmkit.data.records import ProcessBenchItem
+    from prmkit.search import RescoringScorer, SearchConfig, run_search
+
+    folder, load = replicas[family], FAMILIES[family][1]
+    solutions = [STEPS, STEPS[:2], ["Next, 12 - 5 = 7.", "The answer is \\boxed{4}."]]
+    scorer = Scorer.from_pretrained(folder, device="cpu", **load)  # bf16, as the CLI
+    api = scorer.score([(PROBLEM, s) for s in solutions])
+
+    inp, out = tmp_path / "in.jsonl", tmp_path / "scored.jsonl"
+    inp.write_text("".join(json.dumps({"id": str(i), "problem": PROBLEM, "steps": s}) + "\n"
+                           for i, s in enumerate(solutions)))
+    assert main(["score", "--model", str(folder), "--input", str(inp), "-o", str(out),
+                 "--device", "cpu", "--no-progress", *CLI_FLAGS[family]]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["step_scores"] for line in lines] == api
+    assert lines[0]["scored_by"]["format"] == family
+
+    results = run_search([("p", PROBLEM)], TreeSampler(depth=3), RescoringScorer(scorer),
+                         FakePrompts(), SearchConfig(approach="beam_search", n=4,
+                                                     beam_width=2, max_steps=3),
+                         progress=False)
+    candidates = [c for c in results[0].candidates if c.steps]
+    assert candidates
+    for c in candidates:
+        assert c.step_scores == scorer.score([(PROBLEM, c.steps)])[0]
+
+    bench = tmp_path / "pb"
+    bench.mkdir()
+    write_processbench([ProcessBenchItem(str(i), PROBLEM, s, label=-1 if i else 1)
+                        for i, s in enumerate(solutions)], bench / "gsm8k.json")
+    threshold = str(float(torch.tensor([p for ps in api for p in ps]).median()))
+    common = ["--data", str(bench), "--threshold", threshold, "--json"]
+    for argv in (["--model", str(folder), "--device", "cpu", *CLI_FLAGS[family]],
+                 ["--predictions", str(out)]):
+        assert main(["eval", "processbench", *argv, *common,
+                     "-o", str(tmp_path / f"{argv[0][2:]}.json")]) == 0
+    by_model = json.loads((tmp_path / "model.json").read_text())
+    by_scores = json.loads((tmp_path / "predictions.json").read_text())
+    assert by_model == by_scores and by_model["gsm8k"]["n_error"] == 1
+
+
+def test_search_with_a_published_prm_is_refused_by_the_prefix_cache(replicas):
+    from prmkit.scoring.incremental import IncrementalScorer
+
+    with pytest.raises(PrmkitError, match="tokenised whole.*--no-incremental"):
+        IncrementalScorer(fp32_scorer(replicas["rlhflow"], format="rlhflow"))
