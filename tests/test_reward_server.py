@@ -343,3 +343,14 @@ def test_engine_batches_follow_arrival_order_and_the_token_budget():
     assert out == [["AAAA"], ["BBB", "CC"], ["DDDDD"], ["E"], ["FFFFFFFFFFFF"]]
     # 4 + 5 tokens fit in 10; 5 + 1 too; a request over the budget runs alone.
     assert seen == [["aaaa", "bbb", "cc"], ["ddddd", "e"], ["ffffffffffff"]]
+
+
+def test_serve_refuses_a_network_address_without_an_api_key(tmp_path, capsys, monkeypatch):
+    from prmkit.cli import main
+
+    monkeypatch.delenv("PRMKIT_API_KEY", raising=False)
+    assert main(["serve", str(tmp_path), "--host", "0.0.0.0"]) == 2
+    assert "--host 0.0.0.0 is not a loopback address" in capsys.readouterr().err
+    (tmp_path / "key").write_text("\n")
+    assert main(["serve", str(tmp_path), "--api-key-file", str(tmp_path / "key")]) == 2
+    assert f"--api-key-file {tmp_path / 'key'} is empty" in capsys.readouterr().err

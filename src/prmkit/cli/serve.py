@@ -2,7 +2,8 @@
 
 The API key comes from $PRMKIT_API_KEY or --api-key-file (never the command line, where
 other users of the machine can read it). Without a key the server only binds a loopback
-address.
+address, unless --no-api-key says that every host of the network is trusted (OpenRLHF's own
+remote client sends no key).
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from prmkit.rewards.serving.engine import EngineSettings
 
     key = api_key(args)
-    if key is None and not _loopback(args.host):
+    if key is None and not _loopback(args.host) and not args.no_api_key:
         raise PrmkitError(f"--host {args.host} is not a loopback address: set ${API_KEY_ENV} or "
-                          f"--api-key-file so that only your trainers can ask for rewards")
+                          f"--api-key-file so that only your trainers can ask for rewards (or "
+                          f"--no-api-key on a private network whose every host you trust)")
     settings = EngineSettings(token_budget=args.batch_tokens, max_wait_ms=args.max_wait_ms,
                               max_queue_items=args.max_queue,
                               max_batch_requests=args.max_batch_requests)
@@ -69,8 +71,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(engine, api_key=key, rules=rules,
                      has_policy_tokenizer=args.policy_tokenizer is not None)
     if key is None:
-        print(f"prmkit: note: no API key (${API_KEY_ENV}); serving {args.host} only",
-              file=sys.stderr)
+        print(f"prmkit: note: no API key (${API_KEY_ENV}): anyone who reaches {args.host}:"
+              f"{args.port} can ask for rewards", file=sys.stderr)
     logging.getLogger("prmkit.rewards.serving").setLevel(args.log_level.upper()
                                                          if args.log_level != "trace" else "DEBUG")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
@@ -88,6 +90,8 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key-file", help=f"a file holding the API key (default: ${API_KEY_ENV})")
+    p.add_argument("--no-api-key", action="store_true",
+                   help="serve a non-loopback --host without a key (a trusted private network)")
     p.add_argument("--batch-tokens", type=int, default=16384,
                    help="tokens (prompt + completion) per batch and per forward pass")
     p.add_argument("--max-wait-ms", type=float, default=5.0,
