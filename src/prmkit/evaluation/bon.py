@@ -20,6 +20,9 @@ Estimators:
   multivariate-hypergeometric sum is too costly for 1,860-sample pools); ties between
   answer classes are broken uniformly at random; a class counts as correct with the share
   of its members that are correct.
+Exact results are exact: a pool without a correct sample adds exactly 0 and a pool of
+only correct samples exactly 1 (less the chance of drawing only empty slots), and the
+ratios of binomials are clamped to [0, 1], so no 1e-16 residue from log-factorials.
 """
 
 from __future__ import annotations
@@ -113,12 +116,14 @@ def _log_factorials(n: int) -> np.ndarray:
 
 
 def _choose_ratio(a: np.ndarray, n: np.ndarray, total: int, lf: np.ndarray) -> np.ndarray:
-    """C(a, n) / C(total, n), elementwise (a and n broadcast); 0 where a < n."""
+    """C(a, n) / C(total, n), elementwise (a and n broadcast): exactly 0 where a < n and
+    exactly 1 where a == total, in (0, 1] otherwise."""
     a, n = np.broadcast_arrays(a, n)
     ok = a >= n
     out = np.zeros(a.shape)
     aa, nn = a[ok], n[ok]
-    out[ok] = np.exp(lf[aa] - lf[aa - nn] - lf[total] + lf[total - nn])
+    out[ok] = np.minimum(np.exp((lf[aa] - lf[total]) - (lf[aa - nn] - lf[total - nn])), 1.0)
+    out[a == total] = 1.0
     return out
 
 
@@ -134,12 +139,18 @@ def bon_exact(
         size = _slots(pool, pool_size)
         if len(pool.scores) == 0:
             continue
+        empty = size - len(pool.scores)
+        if pool.correct.all():  # exact: solved unless the draw holds only empty slots
+            total += 1.0 - _choose_ratio(np.full(len(nn), empty), nn, size, lf)
+            continue
+        if not pool.correct.any():
+            continue
         values, inverse, counts = np.unique(pool.scores, return_inverse=True, return_counts=True)
         frac_correct = np.bincount(inverse, weights=pool.correct) / counts
-        below = (size - len(pool.scores)) + np.concatenate([[0], np.cumsum(counts)[:-1]])
+        below = empty + np.concatenate([[0], np.cumsum(counts)[:-1]])
         upper = _choose_ratio((below + counts)[:, None], nn[None, :], size, lf)
         lower = _choose_ratio(below[:, None], nn[None, :], size, lf)
-        total += frac_correct @ (upper - lower)
+        total += np.clip(frac_correct @ (upper - lower), 0.0, 1.0)
     return total / len(pools)
 
 
