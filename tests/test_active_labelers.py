@@ -156,3 +156,25 @@ def test_large_prm_step_cut_by_max_length_is_wrong_by_the_null_step_rule():
     assert not outcome_label_from_step_probs([0.9, None])
     assert LargePRMLabeler(probs).label([ITEM])[0].labels == (1.0, 0.0, None)
     assert LargePRMLabeler(probs, supervision="outcome").label([ITEM])[0].outcome == 0.0
+
+
+def test_monte_carlo_chat_rollouts_continue_round_zeros_conversation():
+    from prmkit.generation.prompts import PromptFormat
+
+    class Recording(Sampler):
+        backend, model = "fake", "recording"
+        prompts: list = []
+
+        def generate(self, requests, params, progress=False):
+            self.prompts += [r.prompt for r in requests]
+            return [RequestOutput(r.key, [Completion("# Answer\n\n5", 3, "stop")] * r.n)
+                    for r in requests]
+
+    fmt = PromptFormat(style="chat")
+    sampler = Recording()
+    item = LabelItem("p", "What is 2+3?", ("one", "two", "# Answer\n\n7"), gold_answer="5",
+                     answer="7")
+    MonteCarloLabeler(sampler, prompt_format=fmt, k=1, search="all").label([item])
+    assert [p.continuation for p in sampler.prompts] == ["one\n\n", "one\n\ntwo\n\n"]
+    assert all(p.messages == fmt.render(item.problem).messages and p.text is None
+               for p in sampler.prompts)

@@ -49,12 +49,11 @@ def test_render_partial_ends_with_the_separator_and_stops_at_the_next():
     assert partial.text == fmt.render("P?").text + "First.\n\nSecond.\n\n"
     assert fmt.render_partial("P?", []).text == fmt.render("P?").text
     assert fmt.step_stop_strings[0] == "\n\n"
-    with pytest.raises(PrmkitError, match="needs a tokenizer with a chat template"):
-        PromptFormat(style="chat").render_partial("P?", ["First."])
-    tok = train_tokenizer(["a b c"], vocab_size=300)
-    tok.chat_template = "{% for m in messages %}{{ m['content'] }}|{% endfor %}"
     chat = PromptFormat(style="chat", examples=(), instruction="")
-    assert chat.render_partial("P?", ["First."], tok).text == "P?|First.\n\n"
+    partial = chat.render_partial("P?", ["First.", "Second."])
+    assert partial.messages == chat.render("P?").messages
+    assert partial.continuation == "First.\n\nSecond.\n\n"
+    assert chat.render_partial("P?", []) == chat.render("P?")
 
 
 def test_generated_completion_scores_like_the_same_steps_given_directly():

@@ -242,3 +242,27 @@ def test_a_callers_bar_moves_by_one_per_sample_and_requests_stream_per_batch(tin
         rest = list(stream)
     assert sorted(i for i, _ in [first, *rest]) == [0, 1]
     assert bar.steps == [1, 1, 1]
+
+
+def test_chat_search_rounds_extend_round_zeros_prompt_without_a_second_bos(tiny_dir):
+    from tokenizers import processors
+
+    from prmkit.generation.prompts import PromptFormat
+
+    with HFSampler(str(tiny_dir)) as s:
+        tok = s.tokenizer
+        bos = tok.bos_token_id  # a Llama-style tokenizer: BOS before every encoded text
+        tok._tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", bos)])
+        assert tok("x")["input_ids"][0] == bos
+        fmt = PromptFormat(style="chat")
+        round0 = s.prompt_ids(SampleRequest("r0", fmt.render("What is 2+3?")))
+        round1 = s.prompt_ids(SampleRequest("r1", fmt.render_partial("What is 2+3?",
+                                                                     ["2+3 = 5."])))
+        template = tok.apply_chat_template(list(fmt.render("What is 2+3?").messages),
+                                           tokenize=False, add_generation_prompt=True)
+        assert round1[:len(round0)] == round0
+        assert round0.count(bos) == round1.count(bos) == template.count("<s>")
+        assert tok.decode(round1) == template + "2+3 = 5.\n\n"
+        assert s.generate([SampleRequest("r1", fmt.render_partial("What is 2+3?",
+                                                                  ["2+3 = 5."]))], SAMPLE)

@@ -376,3 +376,19 @@ def test_progress_moves_by_each_requests_samples():
     with FakeOpenAIServer() as server, sampler_for(server) as sampler:
         list(sampler.iter_generate(requests(count=3, n=2), PARAMS, progress=bar))
     assert bar.steps == [2, 2, 2]
+
+
+def test_chat_continuation_is_sent_as_the_assistants_turn_to_continue():
+    from prmkit.generation.prompts import PromptFormat
+
+    fmt = PromptFormat(style="chat")
+    reqs = [SampleRequest("r0", fmt.render("P?"), seed=1),
+            SampleRequest("r1", fmt.render_partial("P?", ["First."]), seed=1)]
+    with FakeOpenAIServer() as server, sampler_for(server) as sampler:
+        sampler.generate(reqs, PARAMS)
+    first, second = sorted(server.bodies, key=lambda b: len(b["messages"]))
+    assert second["messages"][:-1] == first["messages"]
+    assert second["messages"][-1] == {"role": "assistant", "content": "First.\n\n"}
+    assert second["continue_final_message"] is True
+    assert second["add_generation_prompt"] is False
+    assert "continue_final_message" not in first

@@ -287,7 +287,7 @@ class ActiveLoop:
             sampler, SamplingParams(temperature=lab.rollout_temperature, top_p=gen.top_p,
                                     max_tokens=lab.rollout_max_tokens),
             self._prompt_format(), k=lab.rollouts, mode=lab.mode, search=lab.search,
-            seed=gen.seed + g, tokenizer=getattr(sampler, "tokenizer", None))
+            seed=gen.seed + g)
 
     def _label(self, g: int):
         d, lab = self._gen_dir(g), self.config.label

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from prmkit.active.labelers import LabelItem, mc_step_labels, process_example
 from prmkit.data.records import StepExample
@@ -41,7 +41,6 @@ class MonteCarloLabeler:
     mode: Literal["hard", "soft"] = "hard"
     search: Literal["all", "binary"] = "binary"
     seed: int = 0
-    tokenizer: Any = None  # needed by the chat prompt style only
     name: str = "monte_carlo"
     budget: RolloutBudget = field(default_factory=RolloutBudget)
 
@@ -62,7 +61,7 @@ class MonteCarloLabeler:
         requests = []
         for it, i in jobs:
             key = f"{it.problem_id}#{it.sample_index}@{i}"
-            prompt = self.prompt_format.render_partial(it.problem, it.steps[: i + 1], self.tokenizer)
+            prompt = self.prompt_format.render_partial(it.problem, it.steps[: i + 1])
             requests.append(SampleRequest(key, prompt, self.k, sample_seed(self.seed, key)))
         outputs = self.sampler.generate(requests, self.params) if requests else []
         pairs, shape = [], []

@@ -98,19 +98,6 @@ def check_same_search(path: Path, saved: dict, current: dict) -> None:
                           "both)")
 
 
-class ChatPartial:
-    """A chat-style prompt format whose partial prompts need the generator's tokenizer."""
-
-    def __init__(self, fmt, tokenizer):
-        self.fmt, self.tokenizer = fmt, tokenizer
-
-    def render(self, problem):
-        return self.fmt.render(problem)
-
-    def render_partial(self, problem, steps):
-        return self.fmt.render_partial(problem, steps, tokenizer=self.tokenizer)
-
-
 def build_config(args, separator: str):
     from prmkit.generation.base import SamplingParams
     from prmkit.search.config import SearchConfig
@@ -186,11 +173,6 @@ def cmd_search(args) -> int:
     # that fails before it leaves the file as it was
     opened: dict = {}
     with get_sampler(args.backend, args.model, **options) as sampler:
-        prompts = fmt
-        if fmt.style == "chat":
-            from transformers import AutoTokenizer
-
-            prompts = ChatPartial(fmt, AutoTokenizer.from_pretrained(sampler.model))
         record["generator"] = sampler.describe() | known
         if saved is not None and not args.force:
             check_same_search(out, saved, record)  # now with the generator's fingerprint
@@ -206,7 +188,7 @@ def cmd_search(args) -> int:
 
         try:
             results = run_search([(problem_key(p), p.text) for p in todo], sampler, scorer,
-                                 prompts, config, progress=not args.no_progress,
+                                 fmt, config, progress=not args.no_progress,
                                  on_result=write)
         finally:
             if "f" in opened:

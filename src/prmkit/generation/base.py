@@ -56,14 +56,37 @@ class SamplingParams:
 @dataclass(frozen=True)
 class Prompt:
     """Plain text (a completion prompt) or chat messages (the backend applies the model's
-    chat template, or sends them to `/v1/chat/completions`)."""
+    chat template with its generation prompt, or sends them to `/v1/chat/completions`).
+    `continuation`, with messages only: the start of the assistant's answer (the steps
+    written so far), which the model continues; the prompt is then the template's text
+    followed by it, so it extends the same conversation's prompt without it."""
 
     text: str | None = None
     messages: tuple[dict, ...] | None = None
+    continuation: str | None = None
 
     def __post_init__(self):
         if (self.text is None) == (self.messages is None):
             raise PrmkitError("a prompt is either text or chat messages, not both or neither")
+        if self.continuation is not None and self.messages is None:
+            raise PrmkitError("a continuation goes with chat messages; a text prompt holds "
+                              "it in its text")
+
+
+def prompt_token_ids(tokenizer, prompt: Prompt) -> list[int]:
+    """The one encoding of a prompt for a local tokenizer (the hf and vllm backends): text
+    with the tokenizer's special tokens (its BOS); chat messages through the chat template
+    with the generation prompt, then the continuation, encoded without adding special
+    tokens (the template writes its own), so a conversation's prompt with a continuation
+    starts with its tokens without one."""
+    if prompt.messages is None:
+        return list(tokenizer(prompt.text)["input_ids"])
+    if not getattr(tokenizer, "chat_template", None):
+        raise PrmkitError("a chat prompt needs a tokenizer with a chat template")
+    text = tokenizer.apply_chat_template([dict(m) for m in prompt.messages], tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer(text + (prompt.continuation or ""),
+                          add_special_tokens=False)["input_ids"])
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from prmkit.generation.base import (
     SampleRequest,
     SamplingParams,
     StreamingSampler,
+    prompt_token_ids,
     sample_bar,
     sample_seed,
 )
@@ -195,15 +196,11 @@ class HFSampler(StreamingSampler):
             torch.cuda.empty_cache()
 
     def prompt_ids(self, request: SampleRequest) -> list[int]:
-        tok, prompt = self.tokenizer, request.prompt
-        if prompt.messages is not None:
-            if not getattr(tok, "chat_template", None):
-                raise PrmkitError(f"request {request.key!r} is a chat prompt but the tokenizer "
-                                  f"of {self.model} has no chat template")
-            text = tok.apply_chat_template(list(prompt.messages), add_generation_prompt=True,
-                                           tokenize=False)
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-        return list(tok(prompt.text)["input_ids"])
+        if request.prompt.messages is not None and not getattr(self.tokenizer, "chat_template",
+                                                               None):
+            raise PrmkitError(f"request {request.key!r} is a chat prompt but the tokenizer "
+                              f"of {self.model} has no chat template")
+        return prompt_token_ids(self.tokenizer, request.prompt)
 
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams,
                       progress: bool | ProgressBar = False

@@ -233,6 +233,11 @@ class OpenAISampler(StreamingSampler):
         if chat:
             messages = request.prompt.messages or ({"role": "user", "content": request.prompt.text},)
             body["messages"] = list(messages)
+            if request.prompt.continuation is not None:
+                # vLLM's chat extension: the answer so far, continued in the same turn
+                body["messages"].append({"role": "assistant",
+                                         "content": request.prompt.continuation})
+                body.update(continue_final_message=True, add_generation_prompt=False)
         else:
             body["prompt"] = request.prompt.text
         if params.stop:

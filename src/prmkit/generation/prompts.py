@@ -111,19 +111,18 @@ class PromptFormat:
                          {"role": "assistant", "content": ex.solution(self.step_separator)}]
         return [*messages, {"role": "user", "content": problem}]
 
-    def render_partial(self, problem: str, steps, tokenizer=None) -> Prompt:
+    def render_partial(self, problem: str, steps) -> Prompt:
         """The prompt followed by the steps so far, each ending with the separator: the
-        continuation is the next step (sample it with `stop=fmt.step_stop_strings`). The
-        chat style needs the model's tokenizer to write its chat template as text."""
+        continuation is the next step (sample it with `stop=fmt.step_stop_strings`).
+        Fewshot: one text. Chat: the same messages as `render`, with the steps as the
+        assistant's `continuation`, so every backend encodes every round's prompt the way
+        it encodes round 0's (`generation.base.prompt_token_ids`)."""
+        written = "".join(step + self.step_separator for step in steps)
         if self.style == "chat":
-            if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-                raise PrmkitError("a partial chat solution needs a tokenizer with a chat "
-                                  "template to render the conversation as text")
-            head = tokenizer.apply_chat_template(self._messages(problem), tokenize=False,
-                                                 add_generation_prompt=True)
-        else:
-            head = self.render(problem).text
-        return Prompt(text=head + "".join(step + self.step_separator for step in steps))
+            if not written:
+                return self.render(problem)
+            return Prompt(messages=tuple(self._messages(problem)), continuation=written)
+        return Prompt(text=self.render(problem).text + written)
 
     @property
     def step_stop_strings(self) -> tuple[str, ...]:

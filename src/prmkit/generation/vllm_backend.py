@@ -25,6 +25,7 @@ from prmkit.generation.base import (
     SampleRequest,
     SamplingParams,
     StreamingSampler,
+    prompt_token_ids,
     sample_bar,
     sample_seed,
 )
@@ -107,15 +108,12 @@ class VllmSampler(StreamingSampler):
         self._ids = itertools.count()
 
     def _prompt(self, request: SampleRequest) -> dict:
-        if request.prompt.text is not None:
-            return {"prompt": request.prompt.text}
-        if not getattr(self.tokenizer, "chat_template", None):
+        if request.prompt.messages is not None and not getattr(self.tokenizer, "chat_template",
+                                                               None):
             raise PrmkitError(f"request {request.key!r} has chat messages but the tokenizer of "
                               f"{self.model!r} has no chat template")
-        # The template writes any special tokens itself: encode without adding more.
-        text = self.tokenizer.apply_chat_template(
-            [dict(m) for m in request.prompt.messages], tokenize=False, add_generation_prompt=True)
-        return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
+        # one encoding with the hf backend's (generation.base.prompt_token_ids)
+        return {"prompt_token_ids": prompt_token_ids(self.tokenizer, request.prompt)}
 
     def _params(self, params: SamplingParams, seed: int):
         from vllm.sampling_params import RequestOutputKind
