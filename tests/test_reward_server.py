@@ -176,13 +176,28 @@ def test_32_concurrent_clients_get_their_rewards_in_order_equal_to_offline_scori
 def test_openrlhf_response_without_steps_gets_the_null_reward_and_is_logged_as_null(scorer):
     prompts = [PROBLEMS[0], PROBLEMS[1]]
     completions = ["", completion(2)]
-    with LiveServer(scorer, rules=TextRules(strip=("</s>",))) as server:
+    with LiveServer(scorer, rules=TextRules(strip=("<|my_end|>",))) as server:
         body = httpx.post(server.url + "/get_reward", headers=AUTH, timeout=60, json={
-            "query": ["<s>" + p + c + "</s>" for p, c in zip(prompts, completions)],
+            "query": ["<s>" + p + c + "<|my_end|></s>" for p, c in zip(prompts, completions)],
             "prompts": prompts, "labels": [None, None], "datasources": ["math", "math"]}).json()
     want = offline(scorer, prompts, completions)
     assert body["rewards"][0] == 0.0 and body["extra_logs"]["prm_null_score"] == [1.0, 0.0]
     assert body["rewards"][1] == pytest.approx(want[1].score, abs=1e-5)
+    assert body["scores"] == body["rewards"] and "verifier" not in body["extra_logs"]
+
+
+def test_openrlhf_rewards_mix_the_graders_verdict_at_the_servers_weight(scorer):
+    prompt = PROBLEMS[1]
+    text = "First, compute 3 * 4 = 12.\n\nNext, 12 - 5 = 7.\n\n# Answer\n\n7"
+    with LiveServer(scorer, rules=TextRules(verifier_weight=0.5)) as server:
+        body = httpx.post(server.url + "/get_reward", headers=AUTH, timeout=60, json={
+            "query": [prompt + text] * 3, "prompts": [prompt] * 3,
+            "labels": ["7", "8", None]}).json()
+    prm = offline(scorer, [prompt], [text])[0].score
+    assert body["scores"] == pytest.approx([prm] * 3, abs=1e-5)
+    assert body["rewards"] == pytest.approx([prm + 0.5, prm, prm], abs=1e-5)
+    assert body["extra_logs"]["verifier"] == [1.0, 0.0, 0.0]
+    assert body["extra_logs"]["verifier_graded"] == [1.0, 1.0, 0.0]
 
 
 def test_overload_answers_503_with_retry_after_not_a_hang(scorer):

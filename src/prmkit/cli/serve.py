@@ -56,7 +56,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               max_batch_requests=args.max_batch_requests)
     try:
         from prmkit.rewards.serving import protocol
-        rules = protocol.TextRules(args.problem_regex, tuple(args.strip_text))
+        rules = protocol.TextRules(args.problem_regex, tuple(args.strip_text),
+                                   verifier_weight=args.verifier_weight)
     except ValueError as e:  # a bad regular expression
         raise PrmkitError(f"--problem-regex: {e}") from None
 
@@ -111,8 +112,11 @@ def register(subparsers) -> None:
                    help="a regular expression whose group (?P<problem>...) picks the problem "
                         "out of a templated prompt (default: the whole prompt)")
     p.add_argument("--strip-text", action="append", default=[], metavar="TEXT",
-                   help="remove TEXT from responses, e.g. the policy's end-of-turn token "
-                        "(repeatable)")
+                   help="cut TEXT from the end of OpenRLHF responses, besides the common "
+                        "end-of-turn and padding tokens (repeatable)")
+    p.add_argument("--verifier-weight", type=float, default=0.0,
+                   help="/get_reward: reward = PRM score + weight x prmkit's grader against "
+                        "the request's labels (gold answers); default 0")
     p.add_argument("--graceful-timeout", type=float, default=60.0,
                    help="seconds to finish in-flight requests on SIGTERM / Ctrl-C")
     p.add_argument("--log-level", default="info",

@@ -97,7 +97,8 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
         start = time.monotonic()
         try:
             req = protocol.parse(model, await read_body(request, max_body_bytes))
-            future = engine.enqueue(to_items(req))
+            items = to_items(req)
+            future = engine.enqueue(items)
         except protocol.BadField as e:
             metrics.answered(route, 422)
             return _error(422, str(e), e.field)
@@ -123,20 +124,33 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
         if future.exception() is not None:
             metrics.answered(route, 500)
             return _error(500, f"scoring failed: {future.exception()}")
+        body = await to_response(req, items, future.result())
         metrics.answered(route, 200, time.monotonic() - start)
-        return JSONResponse(to_response(req, future.result()))
+        return JSONResponse(body)
+
+    async def openrlhf_body(req, items, results) -> dict:
+        if not rules.verifier_weight:
+            return protocol.openrlhf_response(results)
+        from prmkit.rewards.diagnostics import verifier_rewards
+
+        gold = req.labels or [None] * len(items)
+        verdicts = await asyncio.to_thread(verifier_rewards, [it.completion for it in items],
+                                           gold)
+        return protocol.openrlhf_response(results, verdicts, rules.verifier_weight)
+
+    async def step_body(req, items, results) -> dict:
+        return protocol.step_response(results, req.request_id)
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> Response:
         return await answer(request, "/get_reward", protocol.OpenRLHFRequest,
-                            lambda r: protocol.openrlhf_items(r, rules),
-                            lambda r, res: protocol.openrlhf_response(res))
+                            lambda r: protocol.openrlhf_items(r, rules), openrlhf_body)
 
     @app.post("/v1/step_rewards")
     async def step_rewards(request: Request) -> Response:
         return await answer(request, "/v1/step_rewards", protocol.StepRewardsRequest,
                             lambda r: protocol.step_items(r, rules, has_policy_tokenizer),
-                            lambda r, res: protocol.step_response(res, r.request_id))
+                            step_body)
 
     @app.get("/health")
     async def health() -> Response:

@@ -4,7 +4,8 @@
 `{"query": [prompt + response, ...], "prompts": [...], "labels": [...]}` (newer versions
 may add fields such as `datasources`; they are ignored) and reads `rewards` (one float
 each), `scores` (used for dynamic filtering) and `extra_logs` (name -> one value each).
-The response of each query is the text after its prompt.
+The response of each query is the text after its prompt, without trailing end-of-text
+tokens (`prmkit.rewards.openrlhf.response_text`, as OpenRLHF's reward-file entry point).
 
 `POST /v1/step_rewards` returns the step contract (`prmkit.rewards.contract`):
 `{"prompts": [...], "completions": [...], "policy_token_ids": [[...], ...] | null}` ->
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from prmkit.rewards.contract import CompletionRewards
+from prmkit.rewards.openrlhf import END_TOKENS, response_text
 from prmkit.rewards.serving.engine import Item
 from prmkit.scoring.aggregate import NULL_STEP_SCORE
 
@@ -90,11 +92,13 @@ class TextRules:
 
     problem_regex: a regular expression whose group `problem` picks the problem out of a
     templated prompt (e.g. the user turn of a chat template); None: the prompt as it is.
-    strip: strings removed from responses (the policy's end-of-turn or padding tokens).
+    strip: more end-of-text strings cut from the end of responses (besides the common
+    end-of-turn and padding tokens, `END_TOKENS`).
     """
 
     problem_regex: str | None = None
     strip: tuple[str, ...] = ()
+    verifier_weight: float = 0.0  # /get_reward: + weight x the grader's verdict vs the label
 
     def __post_init__(self):
         if self.problem_regex is not None and "problem" not in re.compile(
@@ -109,10 +113,10 @@ class TextRules:
             raise BadField(field, "does not match the server's --problem-regex")
         return m["problem"]
 
-    def response(self, text: str) -> str:
-        for s in self.strip:
-            text = text.replace(s, "")
-        return text
+    @property
+    def end_tokens(self) -> tuple[str, ...]:
+        return (*END_TOKENS, *self.strip)
+
 
 
 def openrlhf_items(req: OpenRLHFRequest, rules: TextRules) -> list[Item]:
@@ -122,10 +126,9 @@ def openrlhf_items(req: OpenRLHFRequest, rules: TextRules) -> list[Item]:
     _equal_lengths("query", req.query, prompts=req.prompts, labels=req.labels)
     items = []
     for i, (query, prompt) in enumerate(zip(req.query, req.prompts, strict=True)):
-        at = query.find(prompt)
-        if at < 0:
+        response = response_text(query, prompt, rules.end_tokens)
+        if response is None:
             raise BadField(f"query[{i}]", f"does not contain prompts[{i}]")
-        response = rules.response(query[at + len(prompt):])
         items.append(Item(rules.problem(prompt, f"prompts[{i}]"), response))
     return items
 
@@ -135,18 +138,26 @@ def step_items(req: StepRewardsRequest, rules: TextRules, has_policy_tokenizer: 
         raise BadField("policy_token_ids", "this server has no policy tokenizer to decode them "
                                            "(start it with --policy-tokenizer)")
     ids = req.policy_token_ids or [None] * len(req.prompts)
-    return [Item(rules.problem(p, f"prompts[{i}]"), rules.response(c),
+    return [Item(rules.problem(p, f"prompts[{i}]"), c,
                  None if t is None else tuple(t))
             for i, (p, c, t) in enumerate(zip(req.prompts, req.completions, ids, strict=True))]
 
 
-def openrlhf_response(results: Sequence[CompletionRewards]) -> dict:
-    """rewards = scores = each completion's score (NULL_STEP_SCORE when it has none);
-    extra_logs: steps per completion and whether its score was null."""
-    rewards = [NULL_STEP_SCORE if r.score is None else r.score for r in results]
-    return {"rewards": rewards, "scores": list(rewards),
-            "extra_logs": {"prm_steps": [float(len(r.steps)) for r in results],
-                           "prm_null_score": [float(r.score is None) for r in results]}}
+def openrlhf_response(results: Sequence[CompletionRewards],
+                      verdicts: Sequence[float | None] | None = None,
+                      verifier_weight: float = 0.0) -> dict:
+    """scores = each completion's PRM score (NULL_STEP_SCORE when it has none); rewards =
+    scores + verifier_weight x the grader's verdict (0 when ungraded), as OpenRLHF's
+    reward-file entry point gives them; extra_logs: one value per completion."""
+    prm = [NULL_STEP_SCORE if r.score is None else r.score for r in results]
+    logs = {"prm_score": prm, "prm_steps": [float(len(r.steps)) for r in results],
+            "prm_null_score": [float(r.score is None) for r in results]}
+    rewards = list(prm)
+    if verdicts is not None:
+        rewards = [p + verifier_weight * (v or 0.0) for p, v in zip(prm, verdicts, strict=True)]
+        logs["verifier"] = [v or 0.0 for v in verdicts]
+        logs["verifier_graded"] = [float(v is not None) for v in verdicts]
+    return {"rewards": rewards, "scores": prm, "extra_logs": logs}
 
 
 def step_response(results: Sequence[CompletionRewards], request_id: str | None) -> dict:
