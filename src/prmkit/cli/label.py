@@ -33,6 +33,20 @@ def _release_idle(hours: float | None):
     return timedelta(hours=hours)
 
 
+def _login_limits(spec: str):
+    """"ACCOUNT,CLIENT,WINDOW_S": failed sign-ins allowed per account and per client
+    address within the window (0 switches a limit off)."""
+    from prmkit.labeling.service import LabelingError
+    from prmkit.labeling.throttle import ThrottleLimits
+
+    try:
+        account, client, window = spec.split(",")
+        return ThrottleLimits(int(account), int(client), float(window))
+    except ValueError as e:
+        raise LabelingError(f"--login-throttle takes ACCOUNT,CLIENT,WINDOW_S (e.g. 5,20,300), "
+                            f"got {spec!r}: {e}") from None
+
+
 def _log_to_stderr(level: str) -> None:
     """Show the app's own log lines (idle tasks released) beside uvicorn's."""
     log = logging.getLogger("prmkit.labeling")
@@ -53,7 +67,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise service.LabelingError(f"--max-upload-mb must be a positive number, "
                                     f"got {args.max_upload_mb:g}")
     app = create_app(args.db, secure_cookies=args.secure_cookies, release_idle=release_idle,
-                     max_upload_bytes=int(args.max_upload_mb * (1 << 20)))
+                     max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                     login_limits=_login_limits(args.login_throttle))
     with app.state.sessionmaker() as s:
         if not any(u.role == "admin" for u in service.list_users(s)):
             print(f"prmkit: note: no admin yet; create one with "
@@ -181,6 +196,10 @@ def register(subparsers) -> None:
     s.add_argument("--secure-cookies", action="store_true",
                    help="mark cookies Secure (behind an HTTPS proxy)")
     s.add_argument("--log-level", default="info")
+    s.add_argument("--login-throttle", default="5,20,300", metavar="ACCOUNT,CLIENT,WINDOW_S",
+                   help="failed sign-ins allowed per account and per client address within "
+                        "WINDOW_S seconds before sign-in answers 429 (default 5,20,300; 0 "
+                        "switches a limit off)")
     s.add_argument("--max-upload-mb", type=float, default=64,
                    help="largest queue file the dashboard takes, in MiB (default 64; a larger "
                         "upload is refused with 413 before it is read)")

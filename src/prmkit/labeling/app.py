@@ -308,6 +308,7 @@ SIGN_IN_NOTES = {
     "signed-out": "Your session has ended; sign in again.",
     "wrong": "wrong user name or password",
     "throttled": "too many failed sign-ins; wait before trying again",
+    "busy": "too many sign-ins at once; try again in a moment",
 }
 
 

@@ -75,7 +75,11 @@ def login(request: Request, db: DbDep, username: Annotated[str, Form(max_length=
     if wait:
         return render_sign_in(request, 429, "throttled", next_url=next, carry=_carry(carry),
                               headers={"Retry-After": str(wait)})
-    user = service.authenticate(db, username, password)
+    try:
+        user = service.authenticate(db, username, password)
+    except security.Busy:
+        return render_sign_in(request, 429, "busy", next_url=next, carry=_carry(carry),
+                              headers={"Retry-After": "1"})
     if user is None:
         throttle.failed(username, client)
         return render_sign_in(request, 401, "wrong", next_url=next, carry=_carry(carry))

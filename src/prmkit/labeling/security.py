@@ -2,6 +2,11 @@
 
 Argon2 uses argon2-cffi's defaults unless $PRMKIT_ARGON2 gives
 "time_cost,memory_cost_kib,parallelism" (lighter settings for tests or small machines).
+
+Every hash runs in one worker thread of the lowest CPU priority (Linux niceness is per
+thread, and Argon2's lanes inherit it): sign-ins hash one at a time, and however many
+arrive, pages and ratings keep the CPU first. At most `MAX_WAITING` hashes wait; past
+that, `Busy` is raised at once.
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -27,19 +34,51 @@ _hasher = _make_hasher()
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
 
 
+MAX_WAITING = 32
+
+
+class Busy(Exception):
+    """Too many password hashes are waiting; try again in a moment."""
+
+
+def _lowest_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):  # not Linux: the hashes still run one at a time
+        pass
+
+
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmkit-argon2",
+                           initializer=_lowest_priority)
+_waiting = threading.BoundedSemaphore(MAX_WAITING)
+
+
+def _in_hash_thread(fn, *args):
+    if not _waiting.acquire(blocking=False):
+        raise Busy("too many sign-ins at once")
+    try:
+        return _pool.submit(fn, *args).result()
+    finally:
+        _waiting.release()
+
+
 def hash_password(password: str) -> str:
-    return _hasher.hash(password)
+    return _in_hash_thread(_hasher.hash, password)
 
 
-def verify_password(password: str, password_hash: str | None) -> tuple[bool, str | None]:
-    """(matches, new hash if the stored one uses outdated parameters)."""
+def _verify(password: str, password_hash: str | None) -> tuple[bool, str | None]:
     try:
         _hasher.verify(password_hash or _DUMMY_HASH, password)
     except (VerificationError, InvalidHashError):
         return False, None
     if password_hash is None:
         return False, None
-    return True, hash_password(password) if _hasher.check_needs_rehash(password_hash) else None
+    return True, _hasher.hash(password) if _hasher.check_needs_rehash(password_hash) else None
+
+
+def verify_password(password: str, password_hash: str | None) -> tuple[bool, str | None]:
+    """(matches, new hash if the stored one uses outdated parameters)."""
+    return _in_hash_thread(_verify, password, password_hash)
 
 
 def new_token() -> str:
