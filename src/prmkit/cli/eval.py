@@ -32,6 +32,8 @@ def _clean(obj):
 def _emit(result: dict, args, summary) -> None:
     """JSON to --output; on stdout the metrics as JSON with --json, else `summary(result)`
     (a few lines for people)."""
+    if getattr(args, "data_sources", None):
+        result = result | {"data": args.data_sources}
     result = _clean(result)
     data = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
     if getattr(args, "output", None):
@@ -156,6 +158,17 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
     return dict(zip(ids, probs))
 
 
+def _data_arg(args, given: str) -> Path:
+    """A --data path, or a Hub dataset name (prmkit.data.hub) whose revision and files
+    the output records."""
+    from prmkit.data.hub import dataset_path
+
+    path, source = dataset_path(given)
+    if source is not None:
+        args.data_sources = [*getattr(args, "data_sources", []), source]
+    return path
+
+
 def _default_dir(given: str | None, fallback: Path, flag: str) -> Path:
     if given:
         return Path(given)
@@ -167,7 +180,8 @@ def _default_dir(given: str | None, fallback: Path, flag: str) -> Path:
 def cmd_processbench(args) -> int:
     from prmkit.evaluation import processbench as pb
 
-    items = pb.load_processbench(_default_dir(args.data, DEFAULT_PROCESSBENCH, "--data"),
+    data = _data_arg(args, args.data) if args.data else None
+    items = pb.load_processbench(_default_dir(data, DEFAULT_PROCESSBENCH, "--data"),
                                  args.subsets.split(",") if args.subsets else None)
     available = sum(map(len, items.values()))
     items = pb.limit_items(items, args.limit, args.seed)
@@ -213,7 +227,8 @@ def cmd_processbench(args) -> int:
 def cmd_prmbench(args) -> int:
     from prmkit.evaluation import prmbench
 
-    data = args.data or [str(_default_dir(None, DEFAULT_PRMBENCH, "--data"))]
+    data = ([str(_data_arg(args, d)) for d in args.data] if args.data
+            else [str(_default_dir(None, DEFAULT_PRMBENCH, "--data"))])
     items = prmbench.load_prmbench(data)
     available = len(items)
     items = prmbench.limit_items(items, args.limit, args.seed)

@@ -41,8 +41,10 @@ def problem_key(problem) -> str:
 
 
 def read_problems(path: str, limit: int | None = None) -> list:
+    from prmkit.data.hub import dataset_path
     from prmkit.data.math_problems import read_math
 
+    path = str(dataset_path(path, single=True)[0])  # a Hub name: its split's file
     if not Path(path).is_file():
         raise PrmkitError(f"{path}: no such problems file")
     problems, seen = [], set()

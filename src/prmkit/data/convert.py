@@ -95,6 +95,8 @@ def convert(
     else:
         items = _processbench_items(records, options, summary)
         summary["written"] = write_processbench(items, dst)
+    if stream.source is not None:
+        summary["data"] = stream.source
     summary["skipped_bad"] = stream.skipped
     summary["bad"] = [{"line": line, "error": msg} for line, msg in stream.bad[:20]]
     return summary

@@ -156,3 +156,26 @@ def local_files(source: HubSource, workdir: Path) -> list[Path]:
             Dataset.from_parquet(str(f)).to_json(str(target), lines=True, force_ascii=False)
         out.append(target)
     return out
+
+
+def _workdir(source: HubSource) -> Path:
+    root = Path(os.environ.get("PRMKIT_CACHE", Path.home() / ".cache" / "prmkit"))
+    return root / "hub-data" / source.repo.replace("/", "--") / (source.revision or "local")
+
+
+def dataset_path(name: str | os.PathLike, single: bool = False) -> tuple[Path, dict | None]:
+    """A local path for `name` and the record of where it came from: the path itself
+    (record None) when it exists or is no Hub name; else the Hub dataset's split file,
+    or with no split its folder (single=True: its one data file, else an error naming
+    the splits)."""
+    source = resolve_dataset(name)
+    if source is None:
+        return Path(name), None
+    files = local_files(source, _workdir(source))
+    if len(files) == 1:
+        return files[0], source.record()
+    if single or source.split is not None or any(f.suffix == ".parquet" for f in source.files):
+        splits = sorted({split_of(f) for f in source.files})
+        raise PrmkitError(f"dataset {source.repo} has {len(files)} data files here; name one "
+                          f"split as {source.repo}:SPLIT ({', '.join(splits)})")
+    return source.folder, source.record()

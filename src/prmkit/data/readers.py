@@ -112,6 +112,7 @@ class RecordStream:
         self.path, self.format, self.skip_bad = path, format, skip_bad
         self.info = FORMATS[format]
         self.bad: list[tuple[int | None, str]] = []
+        self.source: dict | None = None  # a Hub dataset's revision and files
 
     @property
     def skipped(self) -> int:
@@ -125,15 +126,21 @@ class RecordStream:
 def read_records(
     path: str | os.PathLike, format: str | None = None, skip_bad: bool = False
 ) -> RecordStream:
-    """Stream typed records from `path`.
+    """Stream typed records from `path` (or a Hub dataset name, NAME[@REV]:SPLIT, see
+    prmkit.data.hub; `.source` then records its revision and files).
 
     format: one of SUPPORTED, or None to detect it. Bad records raise DataError naming
     file, line and field; with skip_bad=True they are skipped and listed in `.bad`.
     """
+    from prmkit.data.hub import dataset_path
+
+    path, source = dataset_path(path, single=True)  # a Hub name: its split's file
     if format is None:
         format = detect_format(path)
     elif format not in FORMATS:
         raise _unknown(path, f"unknown format '{format}'")
     if not Path(path).is_file():
         raise DataError(str(path), None, None, "no such file")
-    return RecordStream(path, format, skip_bad)
+    stream = RecordStream(path, format, skip_bad)
+    stream.source = source
+    return stream

@@ -114,6 +114,8 @@ def file_stats(
     records = progress(stream) if progress else stream
     out = compute_stats(records, stream.format)
     out["path"] = str(path)
+    if stream.source is not None:
+        out["data"] = stream.source
     if skip_bad:
         out["skipped_bad"] = stream.skipped
     return out

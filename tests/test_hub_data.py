@@ -1,0 +1,137 @@
+"""Datasets and models by Hub name: a Hub cache laid out in the test (no network), a
+local copy, offline mode, a missing name and a wrong split."""
+
+import json
+
+import huggingface_hub.constants
+import pytest
+
+from prmkit.cli import main
+from prmkit.data.hub import dataset_path, resolve_dataset, resolve_model_folder
+from prmkit.errors import PrmkitError
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+ITEMS = {
+    "gsm8k": [{"id": "gsm8k-0", "generator": "g", "problem": "1 + 1?", "steps": ["2"],
+               "final_answer_correct": True, "label": -1},
+              {"id": "gsm8k-1", "generator": "g", "problem": "2 + 2?", "steps": ["5", "done"],
+               "final_answer_correct": False, "label": 0}],
+    "math": [{"id": "math-0", "generator": "g", "problem": "3 + 3?", "steps": ["6"],
+              "final_answer_correct": True, "label": -1}],
+}
+
+
+def cached_repo(cache, repo: str, files: dict[str, str | bytes], kind: str = "datasets",
+                commit: str = COMMIT):
+    """huggingface_hub's cache layout: <kind>--owner--name/{refs/main, snapshots/<commit>/}."""
+    root = cache / f"{kind}--{repo.replace('/', '--')}"
+    (root / "refs").mkdir(parents=True, exist_ok=True)
+    (root / "refs" / "main").write_text(commit)
+    for name, content in files.items():
+        path = root / "snapshots" / commit / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root / "snapshots" / commit
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "prmkit-cache"))
+    monkeypatch.delenv("PRMKIT_DATA", raising=False)
+    cached_repo(cache, "Qwen/ProcessBench",
+                {f"{k}.json": json.dumps(v) for k, v in ITEMS.items()})
+    return cache
+
+
+def test_processbench_by_hub_name_records_its_revision(hub_cache, tmp_path):
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({"id": it["id"], "step_scores": [0.9] * len(it["steps"])})
+                             + "\n" for v in ITEMS.values() for it in v))
+    out = tmp_path / "pb.json"
+    assert main(["eval", "processbench", "--predictions", str(preds), "--data",
+                 "Qwen/ProcessBench", "--json", "-o", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result) >= {"gsm8k", "math"}
+    data = result["data"][0]
+    assert (data["dataset"], data["revision"], data["found_in"]) == (
+        "Qwen/ProcessBench", COMMIT, "hub cache")
+    assert set(data["files"]) == {"gsm8k.json", "math.json"}
+
+
+def test_data_stats_takes_a_split_by_name(hub_cache, capsys):
+    assert main(["data", "stats", "Qwen/ProcessBench:gsm8k", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["data"]["split"] == "gsm8k" and stats["data"]["revision"] == COMMIT
+
+
+def test_wrong_split_lists_the_splits(hub_cache):
+    with pytest.raises(PrmkitError, match="no split 'gsm9k'; its splits: gsm8k, math"):
+        resolve_dataset("Qwen/ProcessBench:gsm9k")
+
+
+def test_several_files_without_a_split_ask_for_one_where_one_file_is_read(hub_cache):
+    with pytest.raises(PrmkitError, match=r"name one split as Qwen/ProcessBench:SPLIT"):
+        dataset_path("Qwen/ProcessBench", single=True)
+
+
+def test_missing_name_fails_fast_saying_what_was_tried(hub_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRMKIT_DATA", str(tmp_path / "copies"))
+    with pytest.raises(PrmkitError) as e:
+        dataset_path("nobody/nothing")
+    message = str(e.value)
+    assert message.startswith("dataset 'nobody/nothing' was not found; tried: a path")
+    for tried in (f"a local copy at {tmp_path / 'copies' / 'nobody/nothing'}",
+                  f"the Hub cache {hub_cache}", "the Hub: not asked, HF_HUB_OFFLINE is set"):
+        assert tried in message
+
+
+def test_local_copy_is_used_before_the_hub_cache(hub_cache, tmp_path, monkeypatch):
+    copy = tmp_path / "copies" / "Qwen" / "ProcessBench"
+    copy.mkdir(parents=True)
+    (copy / "gsm8k.json").write_text(json.dumps(ITEMS["gsm8k"][:1]))
+    monkeypatch.setenv("PRMKIT_DATA", str(tmp_path / "copies"))
+    path, record = dataset_path("Qwen/ProcessBench:gsm8k")
+    assert path == copy / "gsm8k.json" and record["found_in"] == "local copy"
+    assert record["revision"] is None
+
+
+def test_parquet_split_is_read_through_datasets(hub_cache):
+    pytest.importorskip("datasets")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"problem": ["What is 1+1?"], "solution": ["\\boxed{2}"], "answer": ["2"],
+                      "subject": ["Algebra"], "level": [1], "unique_id": ["test/algebra/1.json"]})
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    cached_repo(hub_cache, "HuggingFaceH4/MATH-500",
+                {"data/test-00000-of-00001.parquet": buf.getvalue().to_pybytes()}, commit="e" * 40)
+    from prmkit.cli.search import read_problems
+
+    problems = read_problems("HuggingFaceH4/MATH-500:test")
+    assert [(p.text, p.answer) for p in problems] == [("What is 1+1?", "2")]
+    with pytest.raises(PrmkitError, match="no split 'train'; its splits: test"):
+        read_problems("HuggingFaceH4/MATH-500:train")
+
+
+def test_model_by_hub_id_from_the_cache(hub_cache, tmp_path):
+    from published_replicas import PROBLEM, STEPS, math_shepherd
+
+    from prmkit.scoring import Scorer
+
+    snapshot = cached_repo(hub_cache, "peiyi9979/math-shepherd-mistral-7b-prm", {}, "models")
+    math_shepherd(snapshot)
+    assert resolve_model_folder("peiyi9979/math-shepherd-mistral-7b-prm") == snapshot
+    by_id = Scorer.from_pretrained("peiyi9979/math-shepherd-mistral-7b-prm", device="cpu",
+                                   format="math-shepherd")
+    by_path = Scorer.from_pretrained(snapshot, device="cpu", format="math-shepherd")
+    assert by_id.score([(PROBLEM, STEPS)]) == by_path.score([(PROBLEM, STEPS)])
+    with pytest.raises(PrmkitError, match="model 'nobody/prm' was not found; tried"):
+        resolve_model_folder("nobody/prm")
