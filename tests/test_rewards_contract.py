@@ -21,6 +21,7 @@ COMPLETIONS = [
 ]
 POLICY_CORPUS = ["Let x be a number so x is 4", "We add numbers: 17 + 25 = 42, then 12 - 5 = 7.",
                  "# Answer First compute Next then"]
+POLICY_TEXT = [t + "\n\n" + t for t in POLICY_CORPUS] * 3  # a policy that writes steps
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +114,22 @@ def test_bad_input_raises_before_any_scoring(scorer, policy_tok):
         compute_step_rewards(scorer, [[{"role": "user", "content": "x"}]], ["a"])
     with pytest.raises(PrmkitError, match="need policy_tokenizer"):
         compute_step_rewards(scorer, [PROBLEM], ["a"], policy_token_ids=[[1]])
+
+
+def test_an_item_the_prm_cannot_encode_gets_null_steps_and_the_batch_goes_on(scorer, monkeypatch):
+    real = scorer.encode
+
+    def encode(problem, steps):
+        if "poison" in problem:
+            raise PrmkitError("cannot encode")
+        return real(problem, steps)
+
+    monkeypatch.setattr(scorer, "encode", encode)
+    got = compute_step_rewards(scorer, [PROBLEM, "poison", PROBLEM], COMPLETIONS[:3])
+    assert got[1].probabilities == [None, None] and got[1].score is None
+    assert got[0].probabilities == pytest.approx(
+        compute_step_rewards(scorer, [PROBLEM], COMPLETIONS[:1])[0].probabilities)
+    assert got[2].score is not None
 
 
 def test_outcome_model_gives_one_reward_spanning_the_completion():

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from test_rewards_trl import POLICY_TEXT
+from test_rewards_contract import POLICY_TEXT
 from test_scoring import make_model
 
 import prmkit.rewards

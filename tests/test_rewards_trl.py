@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_rewards_contract import POLICY_CORPUS
+from test_rewards_contract import POLICY_TEXT
 from test_scoring import make_model
 
 from prmkit.models.backbones import tiny_random
@@ -16,7 +16,6 @@ from prmkit.scoring import Scorer
 
 trl = pytest.importorskip("trl")
 PROBLEM = "What is 2x + 3 = 11?"
-POLICY_TEXT = [t + "\n\n" + t for t in POLICY_CORPUS] * 3
 
 
 @pytest.fixture(scope="module")

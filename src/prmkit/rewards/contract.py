@@ -18,12 +18,15 @@ is None. Nothing raises mid-batch: input types are checked before any scoring.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prmkit.errors import PrmkitError
 from prmkit.models.formatting import split_steps
 from prmkit.scoring.aggregate import Aggregation, aggregate
+
+log = logging.getLogger("prmkit.rewards")
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,23 @@ def _check_inputs(prompts, completions, policy_token_ids, policy_tokenizer) -> N
                               f"{len(completions)} completions")
 
 
+def _score_all(scorer, items: list) -> list[list[float | None]]:
+    """Step probabilities of every item; when the batch fails on an item the PRM cannot
+    encode (PrmkitError), the items are scored one by one and that one's steps are null."""
+    try:
+        return scorer.score(items)
+    except PrmkitError as e:
+        log.warning("scoring the batch failed (%s); scoring its items one by one", e)
+    out = []
+    for problem, steps in items:
+        try:
+            out.append(scorer.score([(problem, steps)])[0])
+        except PrmkitError as e:
+            log.warning("a completion the PRM cannot encode gets null steps: %s", e)
+            out.append([None] * (1 if steps and scorer.config.objective == "orm" else len(steps)))
+    return out
+
+
 def scorer_aggregation(scorer, aggregation: str | Aggregation | None = None) -> Aggregation:
     """The aggregation to use: the given one, else the PRM's configured one; an outcome
     model's single score is its own (last)."""
@@ -157,7 +177,7 @@ def compute_step_rewards(scorer, prompts: Sequence[str], completions: Sequence[s
     texts = [c if isinstance(c, str) else "" for c in completions]
     steps = [split_steps(t, sep) for t in texts]
     spans = [step_spans(t, sep) for t in texts]
-    probs = scorer.score(list(zip(prompts, steps, strict=True)))
+    probs = _score_all(scorer, list(zip(prompts, steps, strict=True)))
     mapper = PolicyTokens(policy_tokenizer) if policy_tokenizer is not None else None
     out = []
     for i, (text, sp, p) in enumerate(zip(texts, spans, probs, strict=True)):

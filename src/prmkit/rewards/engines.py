@@ -26,22 +26,23 @@ def setting(kwargs: dict, name: str, default=None, cast=str):
 
 
 @functools.lru_cache(maxsize=4)
-def _load(folder: str, token_budget: int, device: str):
+def _load(folder: str, token_budget: int, device: str, fmt: str | None):
     from prmkit.scoring import Scorer
 
-    return Scorer.from_pretrained(folder, token_budget=token_budget, device=device)
+    return Scorer.from_pretrained(folder, token_budget=token_budget, device=device, format=fmt)
 
 
 def cached_scorer(kwargs: dict):
-    """The process's Scorer for the PRM folder in kwargs["model"] / $PRMKIT_MODEL (loaded
-    once per process: engines call their reward functions once per sample)."""
+    """The process's Scorer for the PRM folder (or Hub id) in kwargs["model"] / $PRMKIT_MODEL,
+    a published family's `format` / $PRMKIT_FORMAT if any (loaded once per process: engines
+    call their reward functions once per sample)."""
     folder = setting(kwargs, "model")
     if not folder:
         raise PrmkitError("no PRM: pass model=<prmkit model folder> or set PRMKIT_MODEL")
     budget = int(setting(kwargs, "token_budget", 16384, int))
     device = setting(kwargs, "device", "auto")
     with _lock:
-        return _load(str(folder), budget, device)
+        return _load(str(folder), budget, device, setting(kwargs, "format"))
 
 
 def check_engine_version(module_name: str, tested: tuple[str, ...]) -> str | None:
