@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from prmkit.grading import grade_answer
+from prmkit.grading import grade_many
 from prmkit.rewards.contract import CompletionRewards
 
 
@@ -20,13 +20,13 @@ def verifier_rewards(completions: Sequence[str | None], gold: Sequence[str | Non
                      ) -> list[float | None]:
     """1.0 / 0.0 from prmkit's grader against the gold answer; None when the grader cannot
     decide or there is no gold answer (left out of group baselines)."""
-    out: list[float | None] = []
-    for text, answer in zip(completions, gold, strict=True):
-        if answer is None or not isinstance(text, str):
-            out.append(None)
-            continue
-        correct = grade_answer(text, str(answer)).correct
-        out.append(None if correct is None else float(correct))
+    pairs = list(zip(completions, gold, strict=True))
+    todo = [i for i, (text, answer) in enumerate(pairs)
+            if answer is not None and isinstance(text, str)]
+    out: list[float | None] = [None] * len(pairs)
+    grades = grade_many([(pairs[i][0], str(pairs[i][1])) for i in todo], progress=False)
+    for i, g in zip(todo, grades, strict=True):
+        out[i] = None if g.correct is None else float(g.correct)
     return out
 
 

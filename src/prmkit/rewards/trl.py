@@ -203,9 +203,9 @@ class _Base:
         mine = torch.as_tensor(table[start: start + len(local)], dtype=torch.float32,
                                device=base.device)
         out["advantages"] = mine * mask.to(mine.dtype)
-        lengths_local = self.process_reward.last_lengths
-        for name, value in batch_diagnostics(local, lengths_local, verifier and
-                                             verifier[start: start + len(local)]).items():
+        mine_verifier = None if verifier is None else verifier[start: start + len(local)]
+        signals = batch_diagnostics(local, self.process_reward.last_lengths, mine_verifier)
+        for name, value in signals.items():
             if not np.isnan(value):
                 self._metrics[mode][f"prm/{name}"].append(value)
         return out
