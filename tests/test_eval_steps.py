@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from prmkit.evaluation.report import plot_bon_curves, plot_calibration, write_report
+from prmkit.evaluation.plots import plot_bon_curves, plot_calibration
+from prmkit.evaluation.report import write_report
 from prmkit.evaluation.steps import (
     accuracy_at,
     auroc,

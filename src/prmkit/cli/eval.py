@@ -68,7 +68,7 @@ def _grader(name: str):
 
 def cmd_bon(args) -> int:
     from prmkit.evaluation.bon import bon_curves, padding
-    from prmkit.evaluation.report import plot_bon_curves
+    from prmkit.evaluation.plots import plot_bon_curves
     from prmkit.evaluation.samples import build_pools, read_samples
     from prmkit.selection.vote import AnswerClusterer
 
@@ -258,7 +258,7 @@ def cmd_prmbench(args) -> int:
 
 
 def cmd_steps(args) -> int:
-    from prmkit.evaluation.report import plot_calibration
+    from prmkit.evaluation.plots import plot_calibration
     from prmkit.evaluation.steps import has_wrong_step, step_metrics
     from prmkit.evaluation.subsets import stratified_subset
 

@@ -10,13 +10,9 @@ from pathlib import Path
 def cmd_search_eval(args) -> int:
     from prmkit.cli import eval_summary
     from prmkit.cli.eval import _emit
+    from prmkit.evaluation.plots import plot_search_curves
     from prmkit.evaluation.report import write_report
-    from prmkit.search.accounting import (
-        evaluate_results,
-        plot_search_curves,
-        read_results,
-        report_table,
-    )
+    from prmkit.search.accounting import evaluate_results, read_results, report_table
 
     gold = None
     if args.problems:

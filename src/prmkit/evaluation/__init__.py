@@ -11,7 +11,8 @@ from prmkit.evaluation.bon import (
     pass_at_n,
     simulate,
 )
-from prmkit.evaluation.report import plot_bon_curves, plot_calibration, write_report
+from prmkit.evaluation.plots import plot_bon_curves, plot_calibration
+from prmkit.evaluation.report import write_report
 from prmkit.evaluation.steps import (
     accuracy_at,
     auroc,

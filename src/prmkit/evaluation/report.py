@@ -1,9 +1,11 @@
-"""PNG plots (matplotlib, Agg) and a Markdown + HTML report over a metrics dict."""
+"""Figures as PNG files that carry their axes (matplotlib, Agg), and a Markdown + HTML
+report over a metrics dict. The curves themselves: prmkit.evaluation.plots."""
 
 from __future__ import annotations
 
 import html
 import io
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -13,20 +15,66 @@ import orjson
 
 from prmkit.data.io import atomic_write
 
-LABELS = {"best": "best-of-N", "majority": "majority vote", "weighted": "weighted vote",
-          "pass": "pass@N"}
+AXES_KEY = "prmkit:axes"  # PNG text: the axes of the figure, as JSON (read_axes)
+
+
+def _ticks(axis, lim) -> list[dict]:
+    lo, hi = sorted(lim)
+    pad = 1e-9 * max(abs(lo), abs(hi), 1.0)
+    labels = [t.get_text() for t in axis.get_majorticklabels()]
+    return [{"value": float(v), "label": s}
+            for v, s in zip(axis.get_majorticklocs(), labels) if lo - pad <= v <= hi + pad]
+
+
+def describe_axes(fig) -> list[dict]:
+    """What a reader of each panel sees: title, axis labels, scales, limits, the ticks
+    within the limits (value and label), legend entries, texts and the styles of the
+    labelled lines."""
+    fig.canvas.draw()
+    out = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        out.append({
+            "title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+            "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+            "xlim": [float(v) for v in ax.get_xlim()], "ylim": [float(v) for v in ax.get_ylim()],
+            "xticks": _ticks(ax.xaxis, ax.get_xlim()), "yticks": _ticks(ax.yaxis, ax.get_ylim()),
+            "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
+            "texts": [t.get_text() for t in ax.texts],
+            "lines": [{"label": ln.get_label(), "marker": str(ln.get_marker()),
+                       "markersize": float(ln.get_markersize()),
+                       "hollow": str(ln.get_markerfacecolor()) == "none",
+                       "zorder": float(ln.get_zorder()),
+                       "x": [float(v) for v in ln.get_xdata()],
+                       "y": [float(v) for v in ln.get_ydata()]}
+                      for ln in ax.get_lines() if not ln.get_label().startswith("_")],
+        })
+    return out
 
 
 def save_figure(fig, path: str | os.PathLike) -> Path:
-    """Write a figure as PNG (atomically, parent folders made) and close it."""
+    """Write a figure as PNG (atomically, parent folders made) with its axes as PNG text
+    (`read_axes`), and close it."""
     import matplotlib.pyplot as plt
 
+    axes = json.dumps(describe_axes(fig))
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", metadata={AXES_KEY: axes})
     plt.close(fig)
     with atomic_write(path) as f:
         f.write(buf.getvalue())
     return Path(path)
+
+
+def read_axes(path: str | os.PathLike) -> list[dict]:
+    """The axes a PNG written by `save_figure` shows (see `describe_axes`)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        text = im.text.get(AXES_KEY)
+    if text is None:
+        raise ValueError(f"{path}: no {AXES_KEY} text (not written by prmkit)")
+    return json.loads(text)
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, figsize=(6.4, 4.2), **kwargs):
@@ -39,52 +87,6 @@ def new_figure(nrows: int = 1, ncols: int = 1, figsize=(6.4, 4.2), **kwargs):
     return plt.subplots(nrows, ncols, figsize=figsize, **kwargs)
 
 
-def plot_bon_curves(
-    series: Mapping[str, Mapping[str, list]], path: str | os.PathLike, title: str = "Best-of-N"
-) -> Path:
-    """series: {label: {"n": [...], "accuracy": [...], "std": [...] (may be empty)}}.
-
-    Accuracy against log2 N, one line per method, +-1 std as a band where given.
-    """
-    fig, ax = new_figure()
-    for label, s in series.items():
-        x = [math.log2(n) for n in s["n"]]
-        y = [100 * a for a in s["accuracy"]]
-        ax.plot(x, y, marker="o", ms=3, label=label)
-        std = s.get("std") or []
-        if std:
-            lo = [a - 100 * d for a, d in zip(y, std)]
-            hi = [a + 100 * d for a, d in zip(y, std)]
-            ax.fill_between(x, lo, hi, alpha=0.2)
-    ax.set_xlabel("log2 N (solutions per problem)")
-    ax.set_ylabel("% problems solved")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    return save_figure(fig, path)
-
-
-def plot_calibration(bins: Mapping[str, list], path: str | os.PathLike,
-                     title: str = "Step calibration") -> Path:
-    """Reliability diagram from `calibration_bins` output."""
-    fig, ax = new_figure()
-    centers = [(lo + hi) / 2 for lo, hi in zip(bins["lower"], bins["upper"])]
-    width = bins["upper"][0] - bins["lower"][0]
-    acc = [a if a is not None else 0.0 for a in bins["accuracy"]]
-    ax.bar(centers, acc, width=width * 0.9, alpha=0.7, label="accuracy", edgecolor="k")
-    conf = [(c, f) for c, f in zip(centers, bins["confidence"]) if f is not None]
-    if conf:
-        ax.plot([c for c, _ in conf], [f for _, f in conf], "o", color="C3", label="confidence")
-    ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("predicted probability that the step is correct")
-    ax.set_ylabel("share of steps correct")
-    ax.set_title(title)
-    ax.legend()
-    return save_figure(fig, path)
-
-
 def _fmt(v) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else f"{v:.4f}"
@@ -94,12 +96,17 @@ def _fmt(v) -> str:
 
 
 def _rows(metrics: Mapping, prefix: str = "") -> list[tuple[str, str]]:
-    """Flatten nested metrics into (dotted key, value) rows; lists are shown inline."""
+    """Flatten nested metrics into (dotted key, value) rows: mappings (also inside lists,
+    as key[i].field) become rows of their own, lists of values are shown inline."""
     rows = []
     for k, v in metrics.items():
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
             rows += _rows(v, key + ".")
+        elif isinstance(v, list | tuple) and any(isinstance(x, Mapping) for x in v):
+            for i, x in enumerate(v):
+                rows += _rows(x, f"{key}[{i}].") if isinstance(x, Mapping) else \
+                    [(f"{key}[{i}]", _fmt(x))]
         elif isinstance(v, list | tuple):
             shown = ", ".join(_fmt(x) for x in v[:32]) + (" ..." if len(v) > 32 else "")
             rows.append((key, f"[{shown}]"))
