@@ -109,11 +109,17 @@ def run_verl_reward_loop(manager_cls, config, tok, data):
     return rm_scores, outputs
 
 
-def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, policy_tok, offline):
+def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, policy_tok, offline,
+                                                                  monkeypatch):
     verl = load_by_path("verl")
     data = verl_batch(policy_tok, RESPONSES)
     config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
+    calls = []
+    scorer = verl.cached_scorer(config["reward"]["prmkit"])
+    real_score = scorer.score
+    monkeypatch.setattr(scorer, "score", lambda items: calls.append(len(items)) or real_score(items))
     rm, outputs = run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, data)
+    assert calls == [2]  # the samples verl started together are scored together
     assert rm.shape == data.batch["responses"].shape
     ids = [policy_tok(r, add_special_tokens=False)["input_ids"] for r in RESPONSES]
     want = compute_step_rewards(offline, [PROBLEM] * 2, RESPONSES, policy_tokenizer=policy_tok,

@@ -84,6 +84,8 @@ class PRMRewardManager:
             raise PrmkitError(f"placement {self.placement!r}: choose one of {', '.join(PLACEMENTS)}")
         self.eta = float(setting(self.settings, "eta", 0.5, float))
         self.scorer = cached_scorer(self.settings)
+        self._waiting: list[tuple[str, list[int], asyncio.Future]] = []
+        self._tasks: set[asyncio.Task] = set()  # flushes in flight (kept from collection)
 
     @staticmethod
     def _field(container, key: str, where: str):
@@ -93,11 +95,16 @@ class PRMRewardManager:
             raise EngineInterfaceError(f"verl sample has no {where}[{key!r}]: its DataProto "
                                        "layout differs from verl 0.9") from None
 
-    def _score(self, problem: str, ids: list[int]) -> dict:
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        r = compute_step_rewards(self.scorer, [problem], [text], policy_tokenizer=self.tokenizer,
-                                 policy_token_ids=[ids],
-                                 aggregation=setting(self.settings, "aggregation"))[0]
+    def _score(self, batch: list[tuple[str, list[int]]]) -> list[dict]:
+        """One `compute_step_rewards` call (token-budgeted batches) for the samples waiting."""
+        texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for _, ids in batch]
+        rewards = compute_step_rewards(
+            self.scorer, [p for p, _ in batch], texts, policy_tokenizer=self.tokenizer,
+            policy_token_ids=[ids for _, ids in batch],
+            aggregation=setting(self.settings, "aggregation"))
+        return [self._placed(r, ids) for r, (_, ids) in zip(rewards, batch, strict=True)]
+
+    def _placed(self, r, ids: list[int]) -> dict:
         ends = [s.policy_token_end for s in r.steps]
         if self.placement == "outcome" or not r.steps:
             positions = [len(ids) - 1] if ids else []
@@ -110,7 +117,26 @@ class PRMRewardManager:
                 "reward_extra_info": {"prm_score": math.nan if r.score is None else r.score,
                                       "prm_steps": len(r.steps)}}
 
+    def _start_flush(self, loop) -> None:
+        task = loop.create_task(self._flush())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _flush(self) -> None:
+        batch, self._waiting = self._waiting, []
+        loop = asyncio.get_running_loop()
+        try:
+            results = await loop.run_in_executor(None, self._score, [(p, i) for p, i, _ in batch])
+        except Exception as e:  # every waiting sample learns of it, none hangs
+            for *_, fut in batch:
+                fut.set_exception(e)
+            return
+        for (*_, fut), result in zip(batch, results, strict=True):
+            fut.set_result(result)
+
     async def run_single(self, data) -> dict:
+        """Score one sample. verl starts every sample of its chunk at once; those arriving
+        in the same turn of the event loop are scored together in one call."""
         data = data[-1:]  # as verl's managers: the last sequence of a multi-sequence sample
         item = data[0]
         responses = self._field(item.batch, "responses", "batch")
@@ -119,7 +145,11 @@ class PRMRewardManager:
         ids = [int(t) for t in responses[:valid].tolist()]
         problem = _problem(item.non_tensor_batch.get("extra_info"))
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self._score, problem, ids)
+        fut = loop.create_future()
+        if not self._waiting:  # runs once the samples started with this one have queued
+            loop.call_soon(self._start_flush, loop)
+        self._waiting.append((problem, ids, fut))
+        return await fut
 
     @classmethod
     def assemble_rm_scores(cls, data, scores: list[dict]):
