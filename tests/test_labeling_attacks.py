@@ -286,3 +286,37 @@ def test_cli_members_sets_who_labels_a_project(tmp_path, capsys, action):
     assert capsys.readouterr().out == expected
     assert main(["label", "members", "add", "nobody", "--project", "scratch", "--db", db]) == 2
     assert "no user 'nobody'" in capsys.readouterr().err
+
+
+def test_sign_ins_past_the_hash_queue_get_429_at_once(tmp_path, monkeypatch):
+    """However many sign-ins arrive, at most security.MAX_WAITING wait for the one hashing
+    thread; the next is answered 429 without waiting."""
+    app = _app(str(tmp_path / "labels.sqlite"), tmp_path)
+    monkeypatch.setattr(security, "_waiting", threading.BoundedSemaphore(1))
+    assert security._waiting.acquire(blocking=False)  # the queue is full
+    with ThreadServer(app) as server, _client(server) as c:
+        r = _wrong_sign_in(c, "ann")
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+        assert "too many sign-ins at once" in r.text
+        security._waiting.release()
+        assert _wrong_sign_in(c, "ann").status_code == 401
+
+
+@pytest.mark.parametrize("option", [["--max-upload-mb", "0"], ["--max-upload-mb", "nan"],
+                                    ["--login-throttle", "5,20"],
+                                    ["--login-throttle=-1,20,300"],
+                                    ["--login-throttle", "5,20,inf"]])
+def test_serve_refuses_a_bad_upload_cap_or_login_throttle_before_starting(option, tmp_path,
+                                                                          monkeypatch, capsys):
+    import uvicorn
+
+    from prmkit.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(uvicorn, "run", never)
+    db = tmp_path / "labels.sqlite"
+    assert main(["label", "serve", "--db", str(db), *option]) == 2
+    assert option[0].split("=")[0] in capsys.readouterr().err
+    assert not db.exists()
