@@ -114,6 +114,9 @@ def test_bad_input_raises_before_any_scoring(scorer, policy_tok):
         compute_step_rewards(scorer, [[{"role": "user", "content": "x"}]], ["a"])
     with pytest.raises(PrmkitError, match="need policy_tokenizer"):
         compute_step_rewards(scorer, [PROBLEM], ["a"], policy_token_ids=[[1]])
+    slow = type("Slow", (), {"is_fast": False})()
+    with pytest.raises(PrmkitError, match="no offset mapping"):
+        compute_step_rewards(scorer, [PROBLEM], ["a"], policy_tokenizer=slow)
 
 
 def test_an_item_the_prm_cannot_encode_gets_null_steps_and_the_batch_goes_on(scorer, monkeypatch):

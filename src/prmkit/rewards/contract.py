@@ -17,6 +17,7 @@ is None. Nothing raises mid-batch: input types are checked before any scoring.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import logging
 from collections.abc import Sequence
@@ -78,12 +79,11 @@ class PolicyTokens:
 
     def token_ends_from_text(self, text: str, char_ends: Sequence[int]) -> list[int | None]:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        offsets = enc["offset_mapping"]
-        out: list[int | None] = []
-        for end in char_ends:
-            idx = next((i for i, (_, e) in enumerate(offsets) if e >= end), None)
-            out.append(idx if idx is not None else (len(offsets) - 1 if offsets else None))
-        return out
+        token_ends = [e for _, e in enc["offset_mapping"]]  # non-decreasing
+        if not token_ends:
+            return [None] * len(char_ends)
+        return [min(bisect.bisect_left(token_ends, end), len(token_ends) - 1)
+                for end in char_ends]
 
     def token_ends_from_ids(self, ids: Sequence[int], char_ends: Sequence[int]) -> list[int | None]:
         """For each char end, the first token i such that decoding ids[:i+1] reaches it
@@ -122,6 +122,10 @@ def _check_inputs(prompts, completions, policy_token_ids, policy_tokenizer) -> N
     for i, p in enumerate(prompts):
         if not isinstance(p, str):
             raise PrmkitError(f"prompts[{i}] is {type(p).__name__}, not str")
+    if (policy_tokenizer is not None and policy_token_ids is None
+            and not getattr(policy_tokenizer, "is_fast", False)):
+        raise PrmkitError("a slow policy tokenizer has no offset mapping: give policy_token_ids "
+                          "too, or a fast tokenizer")
     if policy_token_ids is not None:
         if policy_tokenizer is None:
             raise PrmkitError("policy_token_ids need policy_tokenizer (to decode them)")
