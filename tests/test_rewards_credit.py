@@ -25,8 +25,8 @@ GROUP = [[0.9, 0.5], [0.1]]
 TABLE = {
     "process": [[R15 + 0.0, 0.0], [-R15]],
     "min": [[0.0, 0.0], [-R15]],
-    # weights softmax(-n): w0 = 1 / (1 + e^sqrt(1.5)); sum from the step on of w * n
-    "softmin": [[R15 / (1 + math.exp(R15)), 0.0], [-R15]],
+    # weights softmax(-r) of (0.9, 0.5): w0 = 1 / (1 + e^0.4); sum from the step on of w * n
+    "softmin": [[R15 / (1 + math.exp(0.4)), 0.0], [-R15]],
 }
 
 

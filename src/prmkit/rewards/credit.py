@@ -18,9 +18,9 @@ rule; a completion without steps gets no process credit: all its tokens get 0):
   is the sum of the normalised rewards of the steps from it to the end.
 - ``min`` (PURE): the same normalisation; a step's advantage is the minimum of the
   normalised rewards from it to the end.
-- ``softmin`` (PURE's weighting): normalised rewards ñ weighted by softmax(-ñ / temperature)
-  over the completion's steps, summed from the step to the end; as the temperature goes to 0
-  only the worst step counts.
+- ``softmin`` (PURE's weighting, temperature 0.1 as in PURE): the normalised rewards
+  weighted by softmax(-r / temperature) of the completion's step rewards r, summed from the
+  step to the end; as the temperature goes to 0 only the worst step counts.
 - ``clip_delta`` (arXiv 2410.15115): Clip: c = min(r - eta, 0); Delta: c_k = r_k - r_{k+1}
   (the last step keeps c_n = r_n); both by default. A step's advantage is the sum of c from
   it to the end, bounded above (by 0 with Clip; by the step's own reward with Delta), so
@@ -142,11 +142,12 @@ def step_advantages(rule: str | Credit, rewards: Sequence[Steps], group_ids=None
     if temperature <= 0:
         raise PrmkitError(f"softmin temperature must be positive, got {temperature}")
     out = []
-    for n in norm:
+    for r, n in zip(rewards, norm, strict=True):
         if n.size == 0:
             out.append(n)
             continue
-        w = np.exp(-(n - n.min()) / temperature)
+        raw = np.asarray(fill_null_steps(r), dtype=np.float64)
+        w = np.exp(-(raw - raw.min()) / temperature)  # softmax(-r / T), PURE's weights
         out.append(_suffix(w / w.sum() * n, np.add))
     return out
 
