@@ -59,7 +59,7 @@ class PublishedRewardModel(StepRewardModel):
         picked = logits[label_positions[:, 0], label_positions[:, 1]].float()
         return picked[:, self.spec.class_order]
 
-    def save_pretrained(self, folder, merge_adapter: bool = True):
+    def save_pretrained(self, folder, merge_adapter: bool = True, run=None):
         raise PrmkitError(f"a published {self.spec.name} model is used as it is; it has no "
                           "prmkit folder to save")
 

@@ -18,6 +18,7 @@ from torch import nn
 
 from prmkit.errors import PrmkitError
 from prmkit.models.attention import TreeMask, decoder_attention_mask
+from prmkit.models.card import write_model_card
 from prmkit.models.config import CONFIG_NAME, RewardModelConfig
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
 
@@ -159,8 +160,11 @@ class StepRewardModel(nn.Module):
         return (per_label * weights).sum() / weights.sum().clamp_min(1e-8)
 
     # ---- save / load ----------------------------------------------------------------
-    def save_pretrained(self, folder: str | Path, merge_adapter: bool = True) -> Path:
-        """Save a plain Hugging Face folder (+ head weights + prmkit_config.json).
+    def save_pretrained(self, folder: str | Path, merge_adapter: bool = True,
+                        run: dict | None = None) -> Path:
+        """Save a plain Hugging Face folder (+ head weights + prmkit_config.json + a model
+        card, README.md: `run` may give its data, policy, metrics and name, see
+        prmkit.models.card).
 
         With LoRA, merge_adapter=True writes merged full weights (the folder is then
         self-contained); False writes only the adapter, loaded over config.backbone.
@@ -189,6 +193,7 @@ class StepRewardModel(nn.Module):
             state = {k: v.detach().float().contiguous().cpu() for k, v in self.head.state_dict().items()}
             save_file(state, str(folder / HEAD_WEIGHTS))
         config.save(folder)
+        write_model_card(folder, config, run)
         return folder
 
     @classmethod

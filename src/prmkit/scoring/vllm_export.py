@@ -89,6 +89,9 @@ def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = 
     hf_config.save_pretrained(out)
     model.tokenizer.save_pretrained(out)
     model.config.save(out)
+    from prmkit.models.card import write_model_card
+
+    write_model_card(out, model.config, token_classification=True)
     return out
 
 
