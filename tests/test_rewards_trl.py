@@ -64,6 +64,16 @@ def test_a_trl_whose_grpo_internals_changed_gets_a_clear_error():
         check_trl_interface(Changed)
 
 
+def test_grpo_trainer_without_a_process_reward_is_refused_before_it_is_built(policy):
+    from prmkit.errors import PrmkitError
+    from prmkit.rewards.trl import ProcessRewardGRPOTrainer
+
+    with pytest.raises(PrmkitError, match="exactly one prmkit ProcessReward"):
+        ProcessRewardGRPOTrainer(model=policy[0], reward_funcs=[VerifierReward()])
+    with pytest.raises(PrmkitError, match="unknown credit rule"):
+        ProcessRewardGRPOTrainer(model=policy[0], reward_funcs=[VerifierReward()], credit="sum")
+
+
 def test_grpo_trainer_runs_with_per_token_process_advantages(tmp_path, scorer, policy):
     from datasets import Dataset
     from trl import GRPOConfig

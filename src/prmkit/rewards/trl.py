@@ -227,6 +227,11 @@ def _trainer_class():
         def __init__(self, *args, credit: str = "min", verifier_weight: float = 0.0,
                      credit_kwargs: dict | None = None, **kwargs):
             check_trl_interface(GRPOTrainer)
+            credit_rule(credit)
+            funcs = kwargs.get("reward_funcs")
+            funcs = funcs if isinstance(funcs, list) else [funcs]
+            if sum(isinstance(f, ProcessReward) for f in funcs) != 1:
+                raise PrmkitError("reward_funcs needs exactly one prmkit ProcessReward")
             super().__init__(*args, **kwargs)
             self._init_credit(credit, verifier_weight, credit_kwargs)
 
