@@ -454,3 +454,21 @@ def test_hf_backend_still_needs_a_model(problems, tmp_path, capsys):
 
     assert main(["generate", "--problems", str(problems), "-o", str(tmp_path / "s.jsonl")]) == 2
     assert "--model is required with --backend hf" in capsys.readouterr().err
+
+
+def test_vllm_float_weight_casts_are_not_logged_other_mismatches_are():
+    import logging
+
+    from prmkit.generation.vllm_backend import CAST_LOGGER, WeightCastFilter
+
+    def record(*args):
+        return logging.LogRecord(CAST_LOGGER, logging.WARNING, "utils.py", 334,
+                                 "Attempted to load weight %s with dtype %s into parameter "
+                                 "with dtype %s", args, None)
+
+    quiet = WeightCastFilter()
+    assert not quiet.filter(record("model.embed_tokens.weight", "torch.float32",
+                                   "torch.bfloat16"))
+    assert quiet.filter(record("w", "torch.int8", "torch.bfloat16"))
+    assert quiet.filter(logging.LogRecord(CAST_LOGGER, logging.WARNING, "utils.py", 1,
+                                          "Loaded weight %s", ("w",), None))

@@ -222,16 +222,17 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
                     ready.append(finished.pop(head))
                     head += 1
                 if len(ready) >= write_every:
-                    write(ready)
-                    ready = []
-            write(ready)  # the chunk is done: flushed
-            ready = []
+                    batch, ready = ready, []
+                    write(batch)
+            batch, ready = ready, []
+            write(batch)  # the chunk is done: flushed
         complete = True
     finally:
         try:
             # a failure: every finished sample is kept (out of order if need be; the next
             # complete run puts the file back in order)
-            write(ready + [finished[k] for k in sorted(finished)])
+            batch = ready + [finished.pop(k) for k in sorted(finished)]
+            write(batch)
         finally:
             if out["file"] is not None:
                 out["file"].close()

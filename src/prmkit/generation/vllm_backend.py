@@ -52,6 +52,51 @@ def resolve_model(model: str) -> str:
     return model
 
 
+CAST_LOGGER = "vllm.model_executor.models.utils"
+FLOAT_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16"}
+
+
+class WeightCastFilter(logging.Filter):
+    """Drops vLLM's "Attempted to load weight W with dtype torch.float32 into parameter with
+    dtype torch.bfloat16": one line per tensor (122 for SmolLM2) whenever a float
+    checkpoint runs in another float dtype, as `dtype="auto"` does with a float32 one.
+    Nothing to act on; other dtype mismatches still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Attempted to load weight"):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (len(args) == 3 and {str(args[1]), str(args[2])} <= FLOAT_DTYPES)
+
+
+def quiet_weight_casts() -> None:
+    """Install `WeightCastFilter` on vLLM's weight-loading logger, here and in the engine's
+    worker processes (which load the weights): vLLM's own logging config plus the filter,
+    written once and named by `VLLM_LOGGING_CONFIG_PATH`, which they inherit. A logging
+    config of the user's own (that variable already set) is left alone."""
+    logger = logging.getLogger(CAST_LOGGER)
+    if not any(isinstance(f, WeightCastFilter) for f in logger.filters):
+        logger.addFilter(WeightCastFilter())
+    if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get(
+            "VLLM_CONFIGURE_LOGGING", "1") == "0":
+        return
+    import atexit
+    import copy
+    import tempfile
+
+    from vllm.logger import DEFAULT_LOGGING_CONFIG
+
+    config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
+    config.setdefault("filters", {})["prmkit_weight_casts"] = {
+        "()": f"{__name__}.WeightCastFilter"}
+    config["loggers"][CAST_LOGGER] = {"filters": ["prmkit_weight_casts"]}
+    with tempfile.NamedTemporaryFile("w", prefix="prmkit-vllm-logging-", suffix=".json",
+                                     delete=False) as f:
+        json.dump(config, f)
+    atexit.register(lambda: Path(f.name).unlink(missing_ok=True))
+    os.environ["VLLM_LOGGING_CONFIG_PATH"] = f.name
+
+
 def model_max_len(model: str) -> int:
     """The context length in a local folder's config.json (0 when it says none)."""
     config = Path(model) / "config.json"
@@ -99,6 +144,7 @@ class VllmSampler(StreamingSampler):
                     "max_num_batched_tokens": max(4096, max_model_len or model_max_len(self.model))
                     } if on_cpu else {}
         self.settings.update(no_split)
+        quiet_weight_casts()
         self.llm = vllm.LLM(
             model=self.model, dtype=dtype, max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
