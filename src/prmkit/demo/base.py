@@ -1,0 +1,124 @@
+"""The demo's shared base model: a small Llama pretrained on the world's MathMix, built once per
+machine and configuration and shared across seeds and experiments.
+
+The folder is `cache_dir()/demo-base/<key>`, the key a hash of every setting (`BaseConfig`),
+so a changed setting builds a new base and an unchanged one is read back. A file lock makes
+concurrent callers wait for one build; the folder appears whole (written aside, then
+renamed) with `base.json` (settings, loss curve ends, build time, where it was built).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+import torch
+
+from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
+from prmkit.demo.mathmix import MathMixConfig, build_mathmix
+from prmkit.models.backbones import cache_dir
+
+BASE_FORMAT = 1  # bump when a change of code changes what the same settings build
+TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    mathmix: MathMixConfig = field(default_factory=MathMixConfig)
+    hidden_size: int = 128
+    layers: int = 4
+    heads: int = 4
+    vocab_size: int = 512
+    steps: int = 2000
+    batch_size: int = 16
+    block: int = 256
+    lr: float = 3e-3
+    seed: int = 0
+
+    def key(self) -> str:
+        blob = json.dumps({"format": BASE_FORMAT, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def base_with_overrides(cfg: BaseConfig, items: list[str]) -> BaseConfig:
+    """`cfg` with `FIELD=VALUE` overrides; MathMix settings as `mathmix.FIELD=VALUE`."""
+    for item in items:
+        key, _, value = item.partition("=")
+        target, name = (cfg.mathmix, key[len("mathmix."):]) if key.startswith("mathmix.") \
+            else (cfg, key)
+        names = {f.name for f in fields(target)}
+        if name not in names or name == "mathmix":
+            raise ValueError(f"--set {item}: {type(target).__name__} has no field {name!r}")
+        current = getattr(target, name)
+        try:
+            new = (tuple(int(v) for v in value.split(",") if v) if isinstance(current, tuple)
+                   else type(current)(value))
+        except ValueError as e:
+            raise ValueError(f"--set {item}: {e}") from None
+        target = replace(target, **{name: new})
+        cfg = replace(cfg, mathmix=target) if key.startswith("mathmix.") else target
+    return cfg
+
+
+def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
+                device: str | torch.device | None = None) -> Path:
+    """The cached base for `cfg`, built first when this machine has none."""
+    from filelock import FileLock
+
+    cfg = cfg or BaseConfig()
+    root = cache_dir() / "demo-base"
+    folder = root / cfg.key()
+    if _built(folder):
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{cfg.key()}.lock")):
+        if not _built(folder):
+            build_base(cfg, folder, progress=progress, device=device)
+    return folder
+
+
+def _built(folder: Path) -> bool:
+    return (folder / "base.json").is_file() and (folder / "config.json").is_file()
+
+
+def base_info(folder: str | Path) -> dict:
+    return json.loads((Path(folder) / "base.json").read_text())
+
+
+def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
+               device: str | torch.device | None = None) -> Path:
+    """Pretrain a base on MathMix and write it to `out` whole (aside, then renamed)."""
+    t0 = time.perf_counter()
+    mm = build_mathmix(cfg.mathmix)
+    model, tokenizer = build_backbone(mm.solutions + mm.facts[:TOKENIZER_FACT_DOCS],
+                                      seed=cfg.seed, hidden_size=cfg.hidden_size,
+                                      layers=cfg.layers, heads=cfg.heads,
+                                      vocab_size=cfg.vocab_size)
+    losses = pretrain_lm(model, tokenizer, mm.documents, steps=cfg.steps, seed=cfg.seed,
+                         block=cfg.block, batch_size=cfg.batch_size, lr=cfg.lr,
+                         progress=progress, device=device)
+    model.to("cpu")
+    info = {"key": cfg.key(), "config": asdict(cfg), "seconds": time.perf_counter() - t0,
+            "lm_loss": [losses[0], losses[-1]] if losses else [],
+            "device": str(next(model.parameters()).device if device is None else device),
+            "threads": torch.get_num_threads(), "facts": len(mm.table),
+            "solutions": len(mm.solutions), "fact_lines": cfg.mathmix.fact_lines}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    try:
+        save_backbone(model, tokenizer, tmp)
+        (tmp / "base.json").write_text(json.dumps(info, indent=1))
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

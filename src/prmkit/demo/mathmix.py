@@ -1,0 +1,153 @@
+"""The world's MathMix: the text a shared base model is pretrained on before any reward model
+sees a label.
+
+Two parts, both from problems of a stream of their own that shares no canonical key with the
+first `reserve` problems of any seed in `exclude_seeds` (every demo split of those seeds, and
+the small-scale experiments' problems after them):
+
+- worked solutions: the reference solution of each MathMix problem (one document each);
+- arithmetic facts: `a op b = c` lines with the exact result, for every operand pair the
+  solver writes in sampled solutions of those problems (its slips and miscopies included, so
+  that a reader can check them), `+` and `*` in both operand orders. Facts are drawn with
+  probability proportional to count ** `fact_alpha` over the distinct facts (0: uniform, so
+  rare facts are seen as often as common ones; 1: as often as the world writes them).
+
+`fact_format="lsd"` writes the facts with every number's digits least-significant first
+(after a marker, `R:`), the format small transformers learn addition fastest in; worked
+solutions, and so everything a reader sees, stay in the usual order.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from prmkit.demo.examples import corpus_documents
+from prmkit.demo.problems import make_problems
+from prmkit.demo.solver import sample_pools
+from prmkit.demo.trees import _apply
+from prmkit.errors import PrmkitError
+
+FACT_FORMATS = ("plain", "lsd")
+_STREAM = 7919  # the MathMix problem stream's seed, far from the demo's seeds
+
+
+@dataclass(frozen=True)
+class MathMixConfig:
+    problems: int = 6000  # fresh problems: their worked solutions, and the facts' table
+    difficulty: str = "easy"
+    fact_samples: int = 16  # sampled solutions per problem read for operand pairs
+    fact_lines: int = 200_000
+    fact_alpha: float = 0.5
+    fact_format: str = "plain"
+    facts_per_doc: int = 16
+    exclude_seeds: tuple[int, ...] = field(default=tuple(range(10)))
+    reserve: int = 6000  # first problems of each excluded seed's stream kept out
+
+    def __post_init__(self) -> None:
+        if self.fact_format not in FACT_FORMATS:
+            raise PrmkitError(f"fact_format must be one of {FACT_FORMATS}, got {self.fact_format!r}")
+        if self.fact_alpha < 0:
+            raise PrmkitError(f"fact_alpha must be >= 0, got {self.fact_alpha}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class MathMix:
+    problems: list  # WorldProblem: the worked solutions' problems
+    solutions: list[str]  # one document per problem
+    facts: list[str]  # documents of fact lines
+    table: Counter  # (op, a, b) -> how often the world writes it
+
+    @property
+    def documents(self) -> list[str]:
+        return self.solutions + self.facts
+
+
+def excluded_keys(cfg: MathMixConfig) -> set[str]:
+    """Canonical keys of every problem the demo's seeds may use (test, train, pretrain and
+    the small-scale problems after them)."""
+    keys: set[str] = set()
+    for seed in cfg.exclude_seeds:
+        keys.update(p.key for p in make_problems(cfg.reserve, seed=seed, difficulty=cfg.difficulty))
+    return keys
+
+
+def mathmix_problems(cfg: MathMixConfig) -> list:
+    """`cfg.problems` distinct problems of the MathMix stream, none with an excluded key."""
+    excluded = excluded_keys(cfg)
+    out: list = []
+    n = cfg.problems + len(excluded) // 20 + 16
+    while len(out) < cfg.problems:
+        stream = make_problems(n, seed=_STREAM, difficulty=cfg.difficulty)
+        out = [p for p in stream if p.key not in excluded][: cfg.problems]
+        n *= 2
+    return out
+
+
+def step_facts(steps) -> list[tuple[str, int, int]]:
+    """The (op, a, b) of every `a op b = c` step whose exact result is a non-negative integer."""
+    out = []
+    for s in steps:
+        parts = s.split()
+        if len(parts) != 5 or parts[3] != "=" or parts[1] not in "+-*/":
+            continue
+        try:
+            a, b = int(parts[0]), int(parts[2])
+        except ValueError:
+            continue
+        v = _apply(parts[1], a, b)
+        if v is not None and v >= 0:
+            out.append((parts[1], a, b))
+    return out
+
+
+def fact_table(problems, samples: int, seed: int = _STREAM) -> Counter:
+    """How often each operand pair is written in `samples` sampled solutions per problem,
+    plus the reference solutions; + and * counted in both operand orders."""
+    table: Counter = Counter()
+    pools = sample_pools(problems, samples, seed=seed) if samples else [[] for _ in problems]
+    for prob, pool in zip(problems, pools):
+        for steps in [prob.reference_solution(), *pool]:
+            for op, a, b in step_facts(steps):
+                table[(op, a, b)] += 1
+                if op in "+*" and a != b:
+                    table[(op, b, a)] += 1
+    return table
+
+
+def _lsd(v: int) -> str:
+    return str(v)[::-1]
+
+
+def fact_line(op: str, a: int, b: int, fmt: str = "plain") -> str:
+    c = _apply(op, a, b)
+    if c is None:
+        raise PrmkitError(f"{a} {op} {b} has no exact integer result")
+    if fmt == "lsd":
+        return f"R: {_lsd(a)} {op} {_lsd(b)} = {_lsd(c)}"
+    return f"{a} {op} {b} = {c}"
+
+
+def sample_facts(table: Counter, lines: int, alpha: float, rng: random.Random) -> list:
+    facts = sorted(table)
+    weights = [table[f] ** alpha for f in facts]
+    return rng.choices(facts, weights=weights, k=lines)
+
+
+@functools.lru_cache(maxsize=2)
+def build_mathmix(cfg: MathMixConfig) -> MathMix:
+    """The corpus for `cfg` (the last two are kept: a sweep over model settings builds it once)."""
+    problems = mathmix_problems(cfg)
+    table = fact_table(problems, cfg.fact_samples)
+    rng = random.Random(f"mathmix:{cfg.to_json()}")
+    drawn = sample_facts(table, cfg.fact_lines, cfg.fact_alpha, rng) if table else []
+    lines = [fact_line(*f, fmt=cfg.fact_format) for f in drawn]
+    k = max(cfg.facts_per_doc, 1)
+    facts = ["\n".join(lines[i: i + k]) for i in range(0, len(lines), k)]
+    return MathMix(problems, corpus_documents(problems), facts, table)

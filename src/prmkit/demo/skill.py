@@ -1,0 +1,93 @@
+"""The regime indicator: the share of step results a language model computes exactly.
+
+For every step `a op b = c` of held-out solutions whose arithmetic is exact, the model reads
+the problem and the solution up to `a op b = ` (in context, as a reward model reads it) and
+decodes greedily; the step counts when it writes exactly `c` and then ends the line. With
+teacher forcing on the written result this is one forward pass per solution: greedy decoding
+gives `c` and the newline exactly when every one of those tokens is the model's argmax.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from prmkit.demo.mathmix import step_facts
+from prmkit.demo.trees import OPS, _apply
+
+
+def _targets(problem_text: str, steps) -> tuple[str, list[tuple[int, int, str]]]:
+    """The text as the reward models read it and, per exact step, (start, end, op): the
+    characters of its result, the newline at `end`."""
+    text = problem_text + "\n" + "\n".join(steps)
+    spans, pos = [], len(problem_text) + 1
+    for k, s in enumerate(steps):
+        facts = step_facts([s])
+        if facts and k < len(steps) - 1:
+            op, a, b = facts[0]
+            written = s.rsplit("=", 1)[1].strip()
+            if written == str(_apply(op, a, b)) and s.endswith(written):
+                end = pos + len(s)
+                spans.append((end - len(written), end, op))
+        pos += len(s) + 1
+    return text, spans
+
+
+@torch.no_grad()
+def step_result_skill(model, tokenizer, problems, pools, batch_size: int = 32,
+                      device: str | torch.device | None = None) -> dict:
+    """Per operation and in all: {"steps": how many exact steps were read, "exact": the share
+    whose result the model decodes greedily}."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model.eval()
+    items = []
+    for prob, pool in zip(problems, pools):
+        for steps in pool:
+            text, spans = _targets(prob.text, list(steps))
+            if spans:
+                items.append((text, spans))
+    right = {op: 0 for op in OPS}
+    total = {op: 0 for op in OPS}
+    for k in range(0, len(items), batch_size):
+        chunk = items[k: k + batch_size]
+        enc = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True) for t, _ in chunk]
+        seqs = [[tokenizer.bos_token_id] + e["input_ids"] for e in enc]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s)
+            mask[i, : len(s)] = 1
+        pred = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.argmax(-1).cpu()
+        for i, ((_, spans), e) in enumerate(zip(chunk, enc)):
+            starts = [a for a, _ in e["offset_mapping"]]
+            for start, end, op in spans:
+                # tokens of the result's digits and of the newline after it (+1: the bos)
+                toks = [j + 1 for j, a in enumerate(starts) if start <= a <= end]
+                ok = bool(toks) and all(int(pred[i, j - 1]) == seqs[i][j] for j in toks)
+                right[op] += ok
+                total[op] += 1
+    out = {op: {"steps": total[op], "exact": right[op] / total[op] if total[op] else None}
+           for op in OPS}
+    n = sum(total.values())
+    out["all"] = {"steps": n, "exact": sum(right.values()) / n if n else None}
+    return out
+
+
+def heldout_text(seeds=(0,), test: int = 120, samples: int = 8, difficulty: str = "easy"):
+    """The held-out text the indicator reads: the first `samples` of each test pool of the
+    demo's seeds (problems no base model is trained on)."""
+    from prmkit.demo.problems import make_splits
+    from prmkit.demo.solver import sample_pools
+
+    problems, pools = [], []
+    for seed in seeds:
+        split = make_splits(seed, test=test, train=0, pretrain=0, difficulty=difficulty).test
+        problems += split
+        pools += sample_pools(split, samples, seed=seed + 1)
+    return problems, pools
+
+
+def format_skill(skill: dict) -> str:
+    parts = [f"{op} {100 * v['exact']:.1f}% of {v['steps']}" for op, v in skill.items()
+             if v["exact"] is not None]
+    return "step results computed exactly: " + ", ".join(parts)

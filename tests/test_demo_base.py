@@ -1,0 +1,86 @@
+import json
+
+import pytest
+import torch
+
+from prmkit.demo import base as base_mod
+from prmkit.demo.base import BaseConfig, base_folder, base_info, base_with_overrides
+from prmkit.demo.skill import heldout_text, step_result_skill
+from prmkit.models.backbones import load_backbone
+
+TINY = ["steps=3", "hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
+        "batch_size=2", "mathmix.problems=40", "mathmix.fact_samples=1",
+        "mathmix.fact_lines=64", "mathmix.exclude_seeds=0", "mathmix.reserve=150"]
+
+
+@pytest.fixture
+def counted_pretraining(monkeypatch, tmp_path):
+    monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
+    calls = []
+    real = base_mod.pretrain_lm
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["steps"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(base_mod, "pretrain_lm", counting)
+    return calls
+
+
+def test_cached_base_is_reused_and_rebuilt_when_its_settings_change(counted_pretraining):
+    cfg = base_with_overrides(BaseConfig(), TINY)
+    first = base_folder(cfg, progress=False)
+    assert counted_pretraining == [3]
+    again = base_folder(base_with_overrides(BaseConfig(), TINY), progress=False)
+    assert again == first and counted_pretraining == [3]  # read back, not pretrained
+    info = base_info(first)
+    assert info["key"] == cfg.key() and info["config"]["steps"] == 3
+    changed = base_folder(base_with_overrides(cfg, ["mathmix.fact_alpha=0"]), progress=False)
+    assert changed != first and counted_pretraining == [3, 3]
+    longer = base_folder(base_with_overrides(cfg, ["steps=4"]), progress=False)
+    assert longer not in (first, changed) and counted_pretraining == [3, 3, 4]
+    assert sorted(p.name for p in first.parent.iterdir() if p.is_dir()) == sorted(
+        {first.name, changed.name, longer.name})  # no half-written folder left behind
+
+
+def test_base_overrides_are_typed_and_unknown_fields_are_refused():
+    cfg = base_with_overrides(BaseConfig(), ["steps=10", "mathmix.fact_alpha=0",
+                                             "mathmix.exclude_seeds=0,1", "lr=1e-3"])
+    assert cfg.steps == 10 and cfg.lr == 1e-3
+    assert cfg.mathmix.fact_alpha == 0.0 and cfg.mathmix.exclude_seeds == (0, 1)
+    with pytest.raises(ValueError, match="no field 'depth'"):
+        base_with_overrides(cfg, ["depth=3"])
+    with pytest.raises(ValueError, match="mathmix.problems=many"):
+        base_with_overrides(cfg, ["mathmix.problems=many"])
+
+
+class _Oracle(torch.nn.Module):
+    """Predicts the next token of the batch itself (every argmax right), except `wrong`."""
+
+    def __init__(self, vocab: int, wrong: int | None = None):
+        super().__init__()
+        self.vocab, self.wrong, self.w = vocab, wrong, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids, attention_mask=None):
+        nxt = torch.roll(input_ids, -1, dims=1)
+        if self.wrong is not None:
+            nxt = torch.where(nxt == self.wrong, (nxt + 1) % self.vocab, nxt)
+        logits = torch.nn.functional.one_hot(nxt, self.vocab).float()
+        return type("Out", (), {"logits": logits})
+
+
+def test_skill_is_one_for_a_model_that_always_predicts_the_text(counted_pretraining):
+    folder = base_folder(base_with_overrides(BaseConfig(), TINY), progress=False)
+    _, tokenizer = load_backbone(str(folder))
+    problems, pools = heldout_text(test=6, samples=2)
+    skill = step_result_skill(_Oracle(len(tokenizer)), tokenizer, problems, pools)
+    assert skill["all"]["exact"] == 1.0 and skill["all"]["steps"] > 10
+    # right digits but no end of line after them is not an exact result
+    newline = tokenizer("\n", add_special_tokens=False)["input_ids"][0]
+    skill = step_result_skill(_Oracle(len(tokenizer), wrong=newline), tokenizer, problems, pools)
+    assert skill["all"]["exact"] == 0.0
+    # a wrong "7" spoils exactly the results that contain a 7
+    seven = tokenizer("7", add_special_tokens=False)["input_ids"][0]
+    skill = step_result_skill(_Oracle(len(tokenizer), wrong=seven), tokenizer, problems, pools)
+    assert 0.0 < skill["all"]["exact"] < 1.0
+    json.dumps(skill)
