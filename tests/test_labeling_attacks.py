@@ -320,3 +320,16 @@ def test_serve_refuses_a_bad_upload_cap_or_login_throttle_before_starting(option
     assert main(["label", "serve", "--db", str(db), *option]) == 2
     assert option[0].split("=")[0] in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_names_tried_once_do_not_pile_up_in_the_throttle():
+    from prmkit.labeling import throttle as throttle_mod
+
+    now = [0.0]
+    t = LoginThrottle(ThrottleLimits(per_account=5, per_client=0, window_s=60),
+                      clock=lambda: now[0])
+    for i in range(throttle_mod.PRUNE_AT):
+        t.failed(f"guess{i}", "c")
+    now[0] = 61.0
+    t.failed("ann", "c")
+    assert len(t._failures) == 1

@@ -255,6 +255,12 @@ def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = Fals
         return render_sign_in(request, exc.status, "session-ended" if exc.status == 401
                               else "form-expired", next_url=path, carry=exc.carry)
 
+    @app.exception_handler(security.Busy)
+    async def _busy(request: Request, exc: security.Busy):
+        response = _error(request, 429, "too many password checks at once; try again")
+        response.headers["Retry-After"] = "1"
+        return response
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         errors = exc.errors()

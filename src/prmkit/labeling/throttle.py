@@ -13,6 +13,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+PRUNE_AT = 10_000  # keys kept before the expired ones are dropped
+
 
 @dataclass(frozen=True)
 class ThrottleLimits:
@@ -66,6 +68,9 @@ class LoginThrottle:
     def failed(self, username: str, client: str) -> None:
         now = self.clock()
         with self._lock:
+            if len(self._failures) >= PRUNE_AT:  # names tried once and never again
+                for key in list(self._failures):
+                    self._recent(key, now)
             for key, limit in self._keys(username, client):
                 if limit:
                     self._recent(key, now)
