@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -126,7 +127,7 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
             return _error(500, f"scoring failed: {future.exception()}")
         body = await to_response(req, items, future.result())
         metrics.answered(route, 200, time.monotonic() - start)
-        return JSONResponse(body)
+        return Response(orjson.dumps(body), media_type="application/json")
 
     async def openrlhf_body(req, items, results) -> dict:
         if not rules.verifier_weight:
