@@ -333,3 +333,25 @@ def test_names_tried_once_do_not_pile_up_in_the_throttle():
     now[0] = 61.0
     t.failed("ann", "c")
     assert len(t._failures) == 1
+
+
+def test_a_read_transaction_left_open_holds_up_no_writer(tmp_path):
+    """Every transaction began with BEGIN IMMEDIATE, reads too: a page being read (or
+    `prmkit label export` running) held the write lock. Read sessions take none."""
+    from prmkit.labeling import db as dbmod
+
+    app = _app(str(tmp_path / "labels.sqlite"), tmp_path)
+    engine = app.state.engine
+    with dbmod.make_sessionmaker(engine, read_only=True)() as reader:
+        assert len(service.list_projects(reader)) == 2  # its transaction stays open
+        done = threading.Event()
+
+        def write():
+            with app.state.sessionmaker() as writer:
+                service.create_user(writer, "cleo", PASSWORD)
+            done.set()
+
+        threading.Thread(target=write, daemon=True).start()
+        assert done.wait(20)  # a write lock held by the reader would keep it 60 s
+        assert reader.in_transaction()
+    engine.dispose()

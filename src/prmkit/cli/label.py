@@ -14,12 +14,14 @@ from datetime import timedelta
 DEFAULT_DB = "labels.sqlite"
 
 
-def _sessions(args: argparse.Namespace):
+def _sessions(args: argparse.Namespace, read_only: bool = False):
+    """Sessions over --db, migrated first; `read_only` ones never take SQLite's write lock,
+    so an export or stats run holds up no labeller."""
     from prmkit.labeling import db
 
     engine = db.make_engine(args.db)
     db.migrate(engine)
-    return db.make_sessionmaker(engine)
+    return db.make_sessionmaker(engine, read_only=read_only)
 
 
 def _release_idle(hours: float | None):
@@ -100,7 +102,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from prmkit.labeling import service
 
-    with _sessions(args)() as s:
+    with _sessions(args, read_only=True)() as s:
         n = service.export_project(s, service.get_project(s, args.project), args.output)
     print(f"wrote {n} labelled solutions to {args.output}")
     return 0
@@ -109,7 +111,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from prmkit.labeling import qc, service
 
-    with _sessions(args)() as s:
+    with _sessions(args, read_only=True)() as s:
         print(json.dumps(qc.project_stats(s, service.get_project(s, args.project))))
     return 0
 
