@@ -133,6 +133,30 @@ def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, p
         assert outputs[i]["reward_extra_info"]["prm_steps"] == len(r.steps)
 
 
+def test_verl_manager_on_verls_own_dataproto_and_grpo(prm_folder, policy_tok, offline):
+    """Where verl is importable (verl 0.9.1 beside this venv: `pip install --no-deps --target
+    DIR verl==0.9.1 tensordict==0.10.0 ray omegaconf hydra-core codetiming`, then
+    PYTHONPATH=DIR), its own DataProto and GRPO advantage give what the stand-in gives."""
+    pytest.importorskip("verl")
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    fake = verl_batch(policy_tok, RESPONSES)
+    real = DataProto.from_dict(tensors=dict(fake.batch), non_tensors=dict(fake.non_tensor_batch))
+    config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
+    verl = load_by_path("verl")
+    rm_fake, _ = run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, fake)
+    rm_real, _ = run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, real)
+    assert torch.equal(rm_fake, rm_real)
+    mask = real.batch["attention_mask"][:, 6:]
+    adv, _ = compute_grpo_outcome_advantage(rm_real, mask, np.array(["q", "r"], dtype=object))
+    # one response per group (verl: mean 0, std 1): what GRPO credits every token with is
+    # the row's sum, i.e. the sum of the step rewards, as docs/rl.md warns
+    want = compute_step_rewards(offline, [PROBLEM], RESPONSES[:1])[0]
+    valid = int(mask[0].sum())
+    assert adv[0, :valid].tolist() == pytest.approx([sum(want.probabilities)] * valid, abs=1e-5)
+
+
 def test_verl_manager_clip_delta_and_outcome_placements(prm_folder, policy_tok, offline):
     verl = load_by_path("verl")
     data = verl_batch(policy_tok, RESPONSES[:1])
