@@ -259,6 +259,10 @@ def test_stale_csrf_token_and_ended_session_show_pages_not_json(app, server):
         assert r.status_code == 303 and r.headers["location"] == "/login?next=/tasks/1%3Fundo%3Ddone"
         page = ann.get(r.headers["location"]).text
         assert hidden(page, "next") == "/tasks/1?undo=done"
+        r = ann.post("/login", data={"username": "ann", "password": PASSWORD,
+                                     "csrf_token": hidden(page, "csrf_token"),
+                                     "next": "/tasks/1?undo=done"})
+        assert r.status_code == 303 and r.headers["location"] == "/tasks/1?undo=done"
         assert 'name="next"' not in ann.get("/login?next=//evil.example/x").text
         assert 'name="next"' not in ann.get("/login?next=https://evil.example/").text
 
