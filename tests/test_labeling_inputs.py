@@ -296,6 +296,24 @@ def test_idle_session_ends_and_sessions_over_are_deleted_at_the_next_sign_in(app
             assert s.query(LoginSession).count() == 1  # ann's ended session is gone
 
 
+def test_a_session_seen_minutes_ago_is_kept_alive_by_a_page_and_by_a_post(app, server):
+    with _client(server) as ann:
+        csrf = login(ann, "ann")
+        for method in ("GET", "POST"):
+            with app.state.sessionmaker() as s:
+                s.execute(update(LoginSession).values(
+                    last_seen_at=utcnow() - timedelta(minutes=30)))
+                s.commit()
+            if method == "GET":
+                assert ann.get("/tasks", timeout=10).status_code == 200
+            else:
+                r = ann.post("/projects/1/next", data={"csrf_token": csrf}, timeout=10)
+                assert r.status_code == 303
+            with app.state.sessionmaker() as s:
+                seen = s.scalar(select(LoginSession.last_seen_at))
+            assert utcnow() - seen < timedelta(minutes=1), method
+
+
 def test_admin_disables_a_labeller_from_the_web_and_their_session_ends_at_once(app, server):
     with _client(server) as ann, _client(server) as admin:
         ann_csrf = login(ann, "ann")

@@ -99,8 +99,11 @@ def _who(request: Request, db: Session) -> Current | None:
         return None
     found = Current(s.user, s.csrf_token)
     if accounts.needs_touch(s):
-        with request.app.state.sessionmaker() as w:
-            accounts.touch_session(w, token)
+        if request.method in ("GET", "HEAD"):  # a read session: write through another one
+            with request.app.state.sessionmaker() as w:
+                accounts.touch_session(w, token)
+        else:  # the request's own session holds the write lock already
+            accounts.touch_session(db, token)
     return found
 
 
