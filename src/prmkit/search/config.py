@@ -66,7 +66,8 @@ class SearchConfig:
 
     @property
     def beams(self) -> int:
-        """n/M: candidates kept per round (beam search), subtrees (DVTS)."""
+        """n/M: the most open candidates kept per round (beam search; fewer when fewer are
+        open), subtrees (DVTS)."""
         return self.n // self.beam_width
 
     def full_params(self) -> SamplingParams:
