@@ -7,6 +7,7 @@ so `FakeDataProto` stands in for verl's DataProto with the fields its managers r
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import importlib.util
 import sys
 from pathlib import Path
@@ -195,6 +196,9 @@ def test_verl_interface_changes_get_a_clear_error(prm_folder, policy_tok, monkey
     with pytest.raises(EngineInterfaceError, match=r"batch\['responses'\]"):
         run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, data)
     monkeypatch.setitem(sys.modules, "verl", SimpleNamespace(__version__="0.10.0"))
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "0.10.0" if name == "verl" else real_version(name))
     with pytest.raises(EngineInterfaceError, match="verl 0.10.0 is untested"):
         verl.PRMRewardManager(config=config, tokenizer=policy_tok, compute_score=None)
     with pytest.raises(EngineInterfaceError, match="untested"):
@@ -219,6 +223,25 @@ def test_openrlhf_reward_file_as_its_executor_calls_it(prm_folder, policy_tok, o
     # what OpenRLHF's samples generator then does with them
     assert torch.tensor([info["rewards"]]).shape == (1,)  # one reward per sample
     assert info["extra_logs"]["prm_steps"].flatten()[0].item() == 3
+
+
+def test_openrlhf_reward_file_through_openrlhfs_own_executor(prm_folder, policy_tok, offline,
+                                                             monkeypatch):
+    """Where OpenRLHF is importable (0.11.2 beside this venv: `pip install --no-deps --target
+    DIR openrlhf==0.11.2`, then PYTHONPATH=DIR), its SingleTurnAgentExecutor loads this
+    file by path and fetches the reward as in training."""
+    pytest.importorskip("openrlhf")
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    monkeypatch.setenv("PRMKIT_MODEL", str(prm_folder))
+    monkeypatch.setenv("PRMKIT_DEVICE", "cpu")
+    executor = SingleTurnAgentExecutor(remote_rm_url=str(FILES / "openrlhf.py"))
+    prompt = PROBLEM + "\n\n"
+    ids = policy_tok(prompt + RESPONSES[0], add_special_tokens=False)["input_ids"]
+    query = policy_tok.decode(ids + [policy_tok.eos_token_id], skip_special_tokens=False)
+    info = asyncio.run(executor._fetch_rewards_via_func([query], [prompt], ["4"]))[0]
+    want = compute_step_rewards(offline, [prompt], RESPONSES[:1])[0].score
+    assert torch.tensor([info["rewards"]]).tolist() == pytest.approx([want], abs=1e-5)
 
 
 def test_openrlhf_rewards_keep_order_and_give_ungradable_queries_the_null_reward(offline):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import os
 import threading
 
@@ -52,7 +53,10 @@ def check_engine_version(module_name: str, tested: tuple[str, ...]) -> str | Non
         module = importlib.import_module(module_name)
     except ImportError:
         return None
-    version = str(getattr(module, "__version__", "unknown"))
+    try:  # OpenRLHF has no __version__: the installed distribution's version first
+        version = importlib.metadata.version(module_name)
+    except importlib.metadata.PackageNotFoundError:
+        version = str(getattr(module, "__version__", "unknown"))
     if ".".join(version.split(".")[:2]) not in tested:
         raise EngineInterfaceError(
             f"{module_name} {version} is untested with prmkit.rewards (tested: "
