@@ -53,15 +53,16 @@ def _duration(seconds: float) -> str:
 def final_eval_notice(model_dir, size: dict, train_tokens_per_s: float | None) -> str:
     """What the run prints before its final evaluation."""
     used, available = size["eval_examples_used"], size["eval_examples_available"]
-    of = f" (a seeded random subset of {available:,})" if used < available else ""
+    subset = used < available
+    count = f"{used:,} of {available:,}" if subset else f"{used:,}"
     estimate = estimate_seconds(size["eval_tokens"], train_tokens_per_s)
-    cost = f"{size['eval_rows']:,} rows, {size['eval_tokens']:,} tokens"
+    cost = ("a seeded random subset; " if subset else "") + \
+        f"{size['eval_rows']:,} rows, {size['eval_tokens']:,} tokens"
     if estimate is not None:
         cost += (f"; at most about {_duration(estimate)} at the training speed of "
                  f"{train_tokens_per_s:,.0f} tokens/s")
-    return (f"model saved to {model_dir}; final evaluation on {used:,} held-out "
-            f"examples{of} ({cost}). Stopping it loses nothing; eval_max_examples=N "
-            "limits it, final_eval=false skips it.")
+    return (f"model saved to {model_dir}; final evaluation on {count} held-out examples ({cost}). Stopping "
+            "it loses nothing; eval_max_examples=N limits it, final_eval=false skips it.")
 
 
 def say(message: str) -> None:
