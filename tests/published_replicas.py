@@ -227,3 +227,45 @@ def rlhflow_card_scores(folder, problem, steps) -> list[float]:
             logits = model(input_ids).logits[:, -3, candidate_tokens]
         out.append(logits.softmax(dim=-1)[0, 0].item())
     return out
+
+
+def implicit_prm(folder: Path) -> tuple[Path, Path]:
+    """An implicit PRM (EurusPRM-style): a Qwen2ForCausalLM policy and its reference, with
+    Qwen's tokens and chat template."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tok = byte_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"], None, "<|im_end|>",
+                   "<|endoftext|>", QWEN_TEMPLATE)
+    config = small(Qwen2Config, tok, pad_token_id=tok.pad_token_id,
+                   eos_token_id=tok.eos_token_id, initializer_range=0.1)
+    for name, seed in (("policy", 6), ("reference", 7)):
+        torch.manual_seed(seed)
+        Qwen2ForCausalLM(config).save_pretrained(folder / name)
+        tok.save_pretrained(folder / name)
+    return folder / "policy", folder / "reference"
+
+
+def implicit_card_rewards(policy, reference, problem, steps, beta) -> list[float]:
+    """Step rewards as the implicit-PRM definition gives them: each step's span is read
+    from the token counts of the conversation cut after the previous step, and
+    r = beta * sum of log pi - log pi_ref over the span."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": problem},
+         {"role": "assistant", "content": "\n\n".join(steps)}], tokenize=False)
+    ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+    start = text.index("\n\n".join(steps))
+    ends = [start + len("\n\n".join(steps[: k + 1])) for k in range(len(steps))]
+    cuts = [len(tokenizer(text[:c], add_special_tokens=False)["input_ids"])
+            for c in [start, *ends]]
+
+    def logps(folder):
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        with torch.no_grad():
+            logits = model(ids).logits[0, :-1].log_softmax(-1)
+        return logits.gather(-1, ids[0, 1:, None]).squeeze(-1)
+
+    ratio = logps(policy) - logps(reference)  # ratio[i - 1] is token i's
+    return [beta * ratio[a - 1:b - 1].sum().item() for a, b in zip(cuts, cuts[1:])]

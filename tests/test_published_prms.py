@@ -10,6 +10,8 @@ import torch
 from published_replicas import (
     PROBLEM,
     STEPS,
+    implicit_card_rewards,
+    implicit_prm,
     math_shepherd,
     qwen_card_scores,
     qwen_prm,
@@ -25,10 +27,26 @@ from prmkit.models.family import builtin_specs, load_spec
 from prmkit.models.reward_model import StepRewardModel
 from prmkit.scoring import Scorer
 
+IMPLICIT_BETA = 0.5
+
+
+def eurus_replica(folder):
+    """The implicit family's built-in spec with the replica's reference and a larger beta."""
+    policy, reference = implicit_prm(folder)
+    spec = folder / "eurus.yaml"
+    spec.write_text(open(load_spec("eurus-prm").source).read()
+                    .replace("reference: Qwen/Qwen2.5-Math-7B-Instruct", f"reference: {reference}")
+                    .replace("beta: 0.001", f"beta: {IMPLICIT_BETA}"))
+    FAMILIES["eurus-prm"] = (eurus_replica, {"format": str(spec)})
+    CLI_FLAGS["eurus-prm"] = ["--format", str(spec)]
+    return policy
+
+
 FAMILIES = {  # name -> (builder, load options)
     "qwen2.5-math-prm": (qwen_prm, {"trust_remote_code": True}),
     "math-shepherd": (math_shepherd, {"format": "math-shepherd"}),
     "rlhflow": (rlhflow, {"format": "rlhflow"}),
+    "eurus-prm": (eurus_replica, None),  # the spec file is written with the replica
 }
 CLI_FLAGS = {"qwen2.5-math-prm": ["--trust-remote-code"], "math-shepherd": ["--format",
              "math-shepherd"], "rlhflow": ["--format", "rlhflow"]}
@@ -37,7 +55,7 @@ CLI_FLAGS = {"qwen2.5-math-prm": ["--trust-remote-code"], "math-shepherd": ["--f
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory):
     root = tmp_path_factory.mktemp("published")
-    return {name: build(root / name) for name, (build, _) in FAMILIES.items()}
+    return {name: build(root / name) for name, (build, _) in list(FAMILIES.items())}
 
 
 def fp32_scorer(folder, **load):
@@ -88,6 +106,21 @@ def test_rlhflow_label_is_read_before_each_assistant_plus(replicas):
     assert text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
     assert [enc.input_ids[p + 1] for p in enc.label_positions[:-1]] == [plus] * (len(STEPS) - 1)
     assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
+
+
+def test_implicit_prm_step_reward_is_beta_log_ratio_summed_over_the_step(replicas):
+    import math
+
+    folder = replicas["eurus-prm"]
+    spec = FAMILIES["eurus-prm"][1]["format"]
+    rewards = implicit_card_rewards(folder, load_spec(spec).reference, PROBLEM, STEPS,
+                                    IMPLICIT_BETA)
+    scorer = fp32_scorer(folder, format=spec)
+    want = [1 / (1 + math.exp(-r)) for r in rewards]
+    assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
+    # a prefix's step rewards do not depend on the steps after it
+    assert scorer.score([(PROBLEM, STEPS[:2])])[0] == pytest.approx(want[:2], abs=1e-5)
+    assert scorer.encode(PROBLEM, STEPS).slots == [-1, 0, 1, 2]  # the anchor scores nothing
 
 
 def test_step_cut_by_max_length_scores_none_as_for_prmkit_models(replicas):

@@ -22,8 +22,8 @@ from pathlib import Path
 from prmkit.errors import PrmkitError
 
 PROMPT_KINDS = ("text", "chat", "chat_turns")
-LABEL_AT = ("marker", "before_marker")
-READS = ("classes", "lm_tokens")
+LABEL_AT = ("marker", "before_marker", "step_end")
+READS = ("classes", "lm_tokens", "implicit")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class FamilySpec:
     description: str = ""
     models: tuple[str, ...] = ()
     source: str = ""  # the file the spec was read from
+    reference: str | None = None  # read implicit: the reference model (folder or Hub id)
+    beta: float = 1.0  # read implicit: step reward = beta * sum of log pi/pi_ref
 
     def matches(self, architecture: str) -> bool:
         return any(fnmatch.fnmatchcase(architecture, p) for p in self.architectures)
@@ -96,9 +98,10 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         reply=prompt.get("reply", "+"),
         add_special_tokens=bool(prompt.get("add_special_tokens", kind == "text")),
         marker=label.get("marker", ""), at=label.get("at", "marker"))
-    _need(bool(layout.marker), source, "label.marker is required (the text whose token "
-          "carries each step's label)")
     _need(layout.at in LABEL_AT, source, f"label.at must be one of {LABEL_AT}")
+    step_end = layout.at == "step_end"  # the label is the step's own last token
+    _need(bool(layout.marker) or step_end, source, "label.marker is required (the text "
+          "whose token carries each step's label)")
     if kind == "text":
         _need("{steps}" in layout.text and "{problem}" in layout.text, source,
               "prompt.text needs {problem} and {steps}")
@@ -106,8 +109,10 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         contents = " ".join(c for _, c in messages)
         _need("{steps}" in contents and "{problem}" in contents, source,
               "prompt.messages need {problem} and {steps} in their contents")
-    if kind == "chat_turns":
+    if kind == "chat_turns" and not step_end:
         _need(layout.marker in layout.reply, source, "label.marker must be in prompt.reply")
+    elif step_end:
+        _need("{step}" in layout.step, source, "prompt.step needs {step}")
     else:
         _need("{step}" in layout.step and layout.marker in layout.step.split("{step}", 1)[1],
               source, "prompt.step needs {step} followed by label.marker")
@@ -117,6 +122,9 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
     num_classes = int(label.get("num_classes", len(tokens) or 2))
     if read == "lm_tokens":
         _need(len(tokens) in (2, 3), source, "label.tokens: 2 or 3 label tokens, correct first")
+    if read == "implicit":
+        _need(step_end and bool(label.get("reference")), source, "label.read implicit needs "
+              "label.at step_end and label.reference (the reference model)")
     correct = int(label.get("correct_class", 0))
     _need(0 <= correct < num_classes, source, f"label.correct_class {correct} is not a class "
           f"of {num_classes}")
@@ -126,7 +134,8 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         detect=bool(d.get("detect", False)), remote_code=bool(d.get("remote_code", False)),
         split_on=d.get("split_on", "\n\n"), aggregation=d.get("aggregation", "min"),
         max_length=int(d.get("max_length", 4096)), description=d.get("description", ""),
-        models=tuple(d.get("models", ())), source=source)
+        models=tuple(d.get("models", ())), source=source, reference=label.get("reference"),
+        beta=float(label.get("beta", 1.0)))
 
 
 def _read_spec_file(path: Path) -> FamilySpec:

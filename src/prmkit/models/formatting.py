@@ -159,17 +159,19 @@ class LayoutEncoder:
     step's label position is the token holding the label marker that follows the step
     (its last character; with `at: before_marker`, the token before the marker's first).
     Not prefix-stable (the whole text is tokenised at once), so it offers no `step_ids`.
+    anchor: also give the token before the first step, as step index -1 (an implicit
+    PRM's step rewards sum the tokens after it).
     """
 
     prefix_stable = False
 
-    def __init__(self, tokenizer, layout, fmt: StepFormat):
+    def __init__(self, tokenizer, layout, fmt: StepFormat, anchor: bool = False):
         if not getattr(tokenizer, "is_fast", False):
             raise PrmkitError("a published format needs a fast tokenizer (character offsets)")
         if layout.kind != "text" and not getattr(tokenizer, "chat_template", None):
             raise PrmkitError(f"format kind {layout.kind!r} needs the tokenizer's chat "
                               "template, and this tokenizer has none")
-        self.tokenizer, self.layout, self.fmt = tokenizer, layout, fmt
+        self.tokenizer, self.layout, self.fmt, self.anchor = tokenizer, layout, fmt, anchor
         self.prompt_ids = lru_cache(maxsize=4096)(self._prompt_ids)
 
     def _fill(self, template: str, **values: str) -> str:
@@ -177,18 +179,20 @@ class LayoutEncoder:
             template = template.replace("{" + key + "}", value)
         return template
 
-    def render(self, problem: str, steps) -> tuple[str, list[int]]:
-        """The text and, per step, the character index of its label token."""
+    def render(self, problem: str, steps) -> tuple[str, list[int], int]:
+        """The text, per step the character index of its label token, and the first
+        step's first character."""
         lay = self.layout
         problem = problem.strip()
         steps = [s.strip() for s in steps]
         if lay.kind == "chat_turns":
             return self._render_turns(problem, steps)
         pre, post = lay.step.split("{step}", 1)
-        body, chars = "", []
+        body, chars, first = "", [], len(pre)
         for i, step in enumerate(steps):
             body += (lay.step_join if i else "") + pre + step
-            chars.append(len(body) + post.index(lay.marker))
+            chars.append(len(body) - 1 if lay.at == "step_end"
+                         else len(body) + post.index(lay.marker) + self._marker_char())
             body += post
         if lay.kind == "text":
             head = self._fill(lay.text.split("{steps}", 1)[0], problem=problem)
@@ -202,7 +206,7 @@ class LayoutEncoder:
             if offset < 0:
                 raise PrmkitError("the chat template changed the steps' text; cannot place "
                                   "the labels")
-        return text, [offset + c + self._marker_char() for c in chars]
+        return text, [offset + c for c in chars], offset + first
 
     def _marker_char(self) -> int:
         return len(self.layout.marker) - 1 if self.layout.at == "marker" else 0
@@ -216,34 +220,40 @@ class LayoutEncoder:
             messages += [{"role": "user", "content": content},
                          {"role": "assistant", "content": lay.reply}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False)
-        chars, cursor = [], 0
-        for content in contents:
+        chars, cursor, first = [], 0, None
+        for i, content in enumerate(contents):
             at = text.find(content, cursor)
             reply = text.find(lay.reply, at + len(content)) if at >= 0 else -1
             if reply < 0:
                 raise PrmkitError("the chat template changed a step's text; cannot place "
                                   "its label")
-            marker = reply + lay.reply.index(lay.marker)
-            chars.append(marker + self._marker_char())
+            if first is None:
+                first = text.find(steps[0], at) if i == 0 else at
+            if lay.at == "step_end":
+                chars.append(at + len(content) - 1)
+            else:
+                chars.append(reply + lay.reply.index(lay.marker) + self._marker_char())
             cursor = reply + len(lay.reply)
-        return text, chars
+        return text, chars, first
 
     def _tokens(self, text: str):
         return self.tokenizer(text, add_special_tokens=self.layout.add_special_tokens)
 
     def _prompt_ids(self, problem: str) -> tuple[int, ...]:
         """The tokens before the first step's text (for the prompt-length check)."""
-        text, chars = self.render(problem, ["x"])
+        text, _, first = self.render(problem, ["x"])
         enc = self._tokens(text)
-        return tuple(enc["input_ids"][: enc.char_to_token(chars[0])])
+        return tuple(enc["input_ids"][: enc.char_to_token(first)])
 
     def encode(self, problem: str, steps) -> EncodedSolution:
         """Whole-text encoding; steps whose label falls past max_length get none."""
         if not steps:
             return EncodedSolution(list(self.prompt_ids(problem)), [], [])
-        text, chars = self.render(problem, steps)
+        text, chars, first = self.render(problem, steps)
         enc = self._tokens(text)
         positions, indices = [], []
+        if self.anchor:
+            positions, indices = [enc.char_to_token(first) - 1], [-1]
         for i, c in enumerate(chars):
             tok = enc.char_to_token(c)
             if tok is None:

@@ -6,7 +6,9 @@ model card does, and `forward` returns class logits at the label positions with 
 correct class first, so the Scorer, search, evaluation and labelling use it as any
 prmkit model. `read: lm_tokens` uses the LM head's rows of the label tokens (the token
 formulation); `read: classes` runs the model's own forward (its per-token class logits:
-a `*ForTokenClassification`, or remote code such as Qwen2ForProcessRewardModel).
+a `*ForTokenClassification`, or remote code such as Qwen2ForProcessRewardModel);
+`read: implicit` (PRIME / EurusPRM) runs the model and its reference: a step's reward is
+r = beta * sum over the step's tokens of log pi/pi_ref, and P(correct) = sigmoid(r).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ CLASS_NAMES_CORRECT = ("correct", "positive")
 
 class PublishedRewardModel(StepRewardModel):
     def __init__(self, backbone, tokenizer, config: RewardModelConfig, spec: FamilySpec,
-                 encoder=None):
+                 encoder=None, reference=None):
         nn.Module.__init__(self)
         self.backbone, self.tokenizer, self.config, self.spec = backbone, tokenizer, config, spec
         object.__setattr__(self, "_peft_model", None)
@@ -46,7 +48,9 @@ class PublishedRewardModel(StepRewardModel):
         if spec.read == "lm_tokens":
             ids = resolve_label_token_ids(tokenizer, spec.tokens)
             self.register_buffer("label_token_ids", torch.tensor(ids), persistent=False)
-        self._encoder = encoder or LayoutEncoder(tokenizer, spec.layout, config.step_format)
+        self.reference = reference  # read implicit: the reference causal LM
+        self._encoder = encoder or LayoutEncoder(tokenizer, spec.layout, config.step_format,
+                                                 anchor=spec.read == "implicit")
 
     def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
         if self.spec.read == "lm_tokens":
@@ -54,10 +58,29 @@ class PublishedRewardModel(StepRewardModel):
         if position_ids is not None or (attention_mask is not None and attention_mask.dim() != 2):
             raise PrmkitError(f"format {self.spec.name!r} is scored on padded rows only "
                               "(no packed or tree masks)")
+        if self.spec.read == "implicit":
+            return self._implicit(input_ids, label_positions, attention_mask)
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
         logits = out.logits if hasattr(out, "logits") else out[0]
         picked = logits[label_positions[:, 0], label_positions[:, 1]].float()
         return picked[:, self.spec.class_order]
+
+    def _implicit(self, input_ids, label_positions, attention_mask):
+        """Logits [K, 2] = [r, 0] (softmax class 0 = sigmoid(r)); each row's first label is
+        its anchor (the token before the first step), where r is 0."""
+        def token_logps(model):
+            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+            logps = logits[:, :-1].float().log_softmax(-1)
+            return logps.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+        ratio = token_logps(self.backbone) - token_logps(self.reference)
+        q = torch.cat([ratio.new_zeros(len(ratio), 1), ratio.cumsum(-1)], -1) * self.spec.beta
+        rows, cols = label_positions[:, 0], label_positions[:, 1]
+        at = q[rows, cols]
+        same_row = torch.cat([rows.new_zeros(1, dtype=torch.bool), rows[1:] == rows[:-1]])
+        before = torch.where(same_row, torch.cat([at[:1], at[:-1]]), at)
+        reward = at - before
+        return torch.stack([reward, torch.zeros_like(reward)], -1)
 
     def save_pretrained(self, folder, merge_adapter: bool = True, run=None):
         raise PrmkitError(f"a published {self.spec.name} model is used as it is; it has no "
@@ -92,7 +115,7 @@ def _load_backbone(folder: Path, spec: FamilySpec, dtype, trust_remote_code: boo
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClassification
 
     kw = {"dtype": dtype or torch.float32, **attn}
-    if spec.read == "lm_tokens":
+    if spec.read in ("lm_tokens", "implicit"):
         return AutoModelForCausalLM.from_pretrained(folder, **kw)
     arch = architecture_of(read_hf_config(folder), folder)
     if arch.endswith("ForTokenClassification"):
@@ -123,9 +146,22 @@ def load_published(folder: str | Path, format: str | None = None, *,
             "read it, then pass --trust-remote-code (trust_remote_code=True) to run it")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     _check_tokens(spec, tokenizer, folder)
-    backbone = _load_backbone(folder, spec, dtype, trust_remote_code,
-                              attn_kwargs(attn_implementation))
-    return PublishedRewardModel(backbone, tokenizer, published_config(spec), spec).eval()
+    attn = attn_kwargs(attn_implementation)
+    backbone = _load_backbone(folder, spec, dtype, trust_remote_code, attn)
+    reference = None
+    if spec.read == "implicit":
+        from transformers import AutoModelForCausalLM
+
+        from prmkit.data.hub import resolve_model_folder
+
+        reference = AutoModelForCausalLM.from_pretrained(
+            resolve_model_folder(spec.reference), dtype=dtype or torch.float32, **attn)
+        if reference.config.vocab_size != backbone.config.vocab_size:
+            raise PrmkitError(f"{folder}: the reference model {spec.reference} has another "
+                              f"vocabulary ({reference.config.vocab_size} tokens, the model "
+                              f"{backbone.config.vocab_size})")
+    return PublishedRewardModel(backbone, tokenizer, published_config(spec), spec,
+                                reference=reference).eval()
 
 
 def _load_export(folder: Path, hf: dict, arch: str, dtype, attn_implementation):

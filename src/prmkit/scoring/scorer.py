@@ -44,8 +44,12 @@ class SolutionScores:
 class Encoded:
     input_ids: list[int]
     label_positions: list[int]
-    slots: list[int]  # index into the result's step_probs for each label position
-    num_slots: int
+    slots: list[int]  # index into the result's step_probs for each label position (-1: an
+    num_slots: int    # anchor the model reads but that gets no score, see LayoutEncoder)
+
+    @property
+    def scored(self) -> int:
+        return sum(s >= 0 for s in self.slots)
 
 
 def encode_for_scoring(encoder, config, problem: str, steps: Sequence[str]) -> Encoded:
@@ -275,8 +279,8 @@ class Scorer:
         encoded = [self.encode(*as_problem_steps(it)) for it in items]
         three = self.config.num_classes == 3
         out = [SolutionScores([None] * e.num_slots, [None] * e.num_slots if three else None,
-                              truncated=e.num_slots - len(e.slots)) for e in encoded]
-        slots_left = [len(e.slots) for e in encoded]
+                              truncated=e.num_slots - e.scored) for e in encoded]
+        slots_left = [e.scored for e in encoded]
         advance = on_solutions_done or (lambda n: None)
         advance(slots_left.count(0))
         for batch in self.plan_batches(encoded):
@@ -284,6 +288,8 @@ class Scorer:
             p_correct, classes = p_correct.tolist(), classes.tolist()
             completed = 0
             for k, (item, slot) in enumerate(batch.owners):
+                if slot < 0:
+                    continue
                 out[item].step_probs[slot] = p_correct[k]
                 if three:
                     out[item].class_probs[slot] = classes[k]
