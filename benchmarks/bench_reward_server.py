@@ -1,0 +1,231 @@
+"""Reward server throughput and latency: batched serving against one request, one forward.
+
+Two `prmkit serve` processes on 127.0.0.1 hold the same small random Llama PRM (a few M
+parameters, bf16, CPU): one with prmkit's batching (requests of all clients coalesced
+under a token budget, 5 ms max wait), one with `--max-batch-requests 1 --max-wait-ms 0`
+(each request its own forward: what a plain FastAPI wrapper around a model does, e.g.
+OpenRLHF's serve_rm). Clients speak OpenRLHF's remote protocol (`POST /get_reward`), one
+completion per request, as a rollout worker scoring samples as they finish; each client
+sends its next request when the last one is answered. At 1, 8 and 32 concurrent clients,
+the two servers take the same requests in rounds, one after the other in alternating
+order, so that a load change on a shared machine hits both; the throughput ratio is the
+median of the rounds' ratios, and both servers must give the same rewards (within bf16
+rounding). Writes benchmarks/results/reward_server.json.
+
+    .venv/bin/python benchmarks/bench_reward_server.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import httpx  # noqa: E402
+from scoring_common import machine_facts, write_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "reward_server.json"
+KEY = "bench-key"
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+STEPS = ["First, compute 3 * 4 = 12.", "Next, 12 - 5 = 7.", "Let x be the number of apples.",
+         "Then 2x + 3 = 11, so 2x = 8 and x = 4.", "We check: 2 * 4 + 3 = 11, as needed.",
+         "So the total is 12 + 7 = 19.", "# Answer\n\n19"]
+PROBLEMS = ["Compute 3 * 4 - 5 and then add 12.", "Solve 2x + 3 = 11 for x.",
+            "How many apples are left if 4 of 11 are eaten and 3 more are bought?"]
+
+
+def build_model(folder: Path, hidden_size: int, layers: int) -> int:
+    from prmkit.models.backbones import tiny_random
+    from prmkit.models.config import RewardModelConfig
+    from prmkit.models.reward_model import StepRewardModel
+
+    backbone, tok = tiny_random(seed=0, hidden_size=hidden_size, layers=layers)
+    model = StepRewardModel.from_backbone(backbone, tok, RewardModelConfig())
+    model.save_pretrained(folder)
+    return sum(p.numel() for p in model.parameters())
+
+
+def workload(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """(prompt, completion) pairs of 3 to 6 steps."""
+    rng = random.Random(seed)
+    return [(rng.choice(PROBLEMS) + "\n\n",
+             "\n\n".join(rng.sample(STEPS, rng.randint(3, 6)))) for _ in range(n)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model_dir: Path, dtype: str, extra: list[str]):
+        self.url = f"http://127.0.0.1:{free_port()}"
+        args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
+                "serve", str(model_dir), "--port", self.url.rsplit(":", 1)[1], "--dtype", dtype,
+                "--device", "cpu", "--log-level", "warning", *extra]
+        self.proc = subprocess.Popen(args, env={**os.environ, "PRMKIT_API_KEY": KEY},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 180
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(self.proc.stderr.read().decode()[-2000:])
+            try:
+                if httpx.get(self.url + "/health", headers=HEADERS, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start in 180 s")
+            time.sleep(0.2)
+
+    def batches(self) -> tuple[float, float]:
+        """(batches run, requests batched) so far, from /metrics."""
+        text = httpx.get(self.url + "/metrics", headers=HEADERS, timeout=10).text
+        found = {}
+        for line in text.splitlines():
+            for name in ("prmkit_reward_batch_requests_count", "prmkit_reward_batch_requests_sum"):
+                if line.startswith(name + " "):
+                    found[name] = float(line.split()[1])
+        return (found.get("prmkit_reward_batch_requests_count", 0.0),
+                found.get("prmkit_reward_batch_requests_sum", 0.0))
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+async def load(url: str, clients: int, pairs: list[tuple[str, str]]) -> dict:
+    """`clients` concurrent clients share `pairs` (one per request, in turn)."""
+    latencies: list[float] = []
+    rewards: dict[int, float] = {}
+    todo = iter(range(len(pairs)))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=300,
+                                 limits=limits) as http:
+        async def client() -> None:
+            for i in todo:
+                prompt, completion = pairs[i]
+                start = time.perf_counter()
+                r = await http.post("/get_reward", json={
+                    "query": [prompt + completion], "prompts": [prompt], "labels": [""]})
+                r.raise_for_status()
+                latencies.append(time.perf_counter() - start)
+                rewards[i] = r.json()["rewards"][0]
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        wall = time.perf_counter() - start
+    return {"requests": len(pairs), "seconds": wall, "latencies": latencies,
+            "rewards": [rewards[i] for i in range(len(pairs))]}
+
+
+def summary(rounds: list[dict]) -> dict:
+    """Median rewards/s over the rounds; latency percentiles over all their requests."""
+    latencies = [x for r in rounds for x in r["latencies"]]
+    q = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else latencies * 19
+    return {"requests_per_round": rounds[0]["requests"], "rounds": len(rounds),
+            "rewards_per_s": round(statistics.median(r["requests"] / r["seconds"]
+                                                     for r in rounds), 2),
+            "rewards_per_s_by_round": [round(r["requests"] / r["seconds"], 2) for r in rounds],
+            "latency_p50_ms": round(statistics.median(latencies) * 1000, 1),
+            "latency_p95_ms": round(q[18] * 1000, 1),
+            "requests_per_batch": round(statistics.mean(r["requests_per_batch"] for r in rounds), 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hidden-size", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--requests-per-client", type=int, default=8,
+                    help="requests per client at each level and round (at least 16 in all)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds per level, the two servers in alternating order")
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
+    args = ap.parse_args()
+
+    started, load_at_start = time.perf_counter(), os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        params = build_model(Path(tmp), args.hidden_size, args.layers)
+        servers = {"batched": Server(Path(tmp), args.dtype, []),
+                   "one_request_one_forward": Server(
+                       Path(tmp), args.dtype, ["--max-batch-requests", "1", "--max-wait-ms", "0"])}
+        try:
+            for s in servers.values():  # warm-up
+                asyncio.run(load(s.url, 2, workload(8, seed=99)))
+            levels = []
+            for clients in args.clients:
+                pairs = workload(max(16, clients * args.requests_per_client), seed=clients)
+                level = {"clients": clients}
+                for rnd in range(args.rounds):
+                    names = list(servers) if rnd % 2 == 0 else list(servers)[::-1]
+                    for name in names:
+                        before = servers[name].batches()
+                        got = asyncio.run(load(servers[name].url, clients, pairs))
+                        after = servers[name].batches()
+                        got["requests_per_batch"] = round(
+                            (after[1] - before[1]) / max(1.0, after[0] - before[0]), 2)
+                        level.setdefault(name, []).append(got)
+                runs = {name: level.pop(name) for name in servers}
+                level["max_reward_difference"] = max(
+                    abs(x - y) for a, b in zip(runs["batched"], runs["one_request_one_forward"])
+                    for x, y in zip(a["rewards"], b["rewards"], strict=True))
+                # Rounds alternate the two servers, so load changes hit both: the ratio is
+                # the median of the rounds' ratios.
+                level["throughput_ratio"] = round(statistics.median(
+                    b["seconds"] / a["seconds"] for a, b in
+                    zip(runs["batched"], runs["one_request_one_forward"])), 2)
+                for name in servers:
+                    level[name] = summary(runs[name])
+                print(f"{clients:>3} clients: batched {level['batched']['rewards_per_s']:8.1f}/s "
+                      f"p50 {level['batched']['latency_p50_ms']:7.1f} ms p95 "
+                      f"{level['batched']['latency_p95_ms']:7.1f} ms | one-forward "
+                      f"{level['one_request_one_forward']['rewards_per_s']:8.1f}/s p50 "
+                      f"{level['one_request_one_forward']['latency_p50_ms']:7.1f} ms p95 "
+                      f"{level['one_request_one_forward']['latency_p95_ms']:7.1f} ms | "
+                      f"{level['throughput_ratio']:.2f}x", flush=True)
+                level["load_average_1min_after"] = round(os.getloadavg()[0], 2)
+                levels.append(level)
+        finally:
+            for s in servers.values():
+                s.stop()
+    top = max(levels, key=lambda lv: lv["clients"])
+    result = {
+        "command": "python benchmarks/bench_reward_server.py " + " ".join(sys.argv[1:]),
+        "model": {"kind": "random Llama PRM (prmkit tiny_random)", "hidden_size": args.hidden_size,
+                  "layers": args.layers, "parameters": params, "dtype": args.dtype,
+                  "device": "cpu"},
+        "workload": "one completion (3-6 steps) per POST /get_reward; each client sends its "
+                    "next request when the last is answered",
+        "batched_settings": {"batch_tokens": 16384, "max_wait_ms": 5.0},
+        "levels": levels,
+        "target": {"clients": top["clients"], "min_ratio": 3.0,
+                   "met": top["throughput_ratio"] >= 3.0},
+        **machine_facts(started, load_at_start),
+        "load_average_at_end": round(os.getloadavg()[0], 2),
+    }
+    write_result(args.out, result)
+    return 0 if all(lv["max_reward_difference"] < 0.05 for lv in levels) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
