@@ -135,20 +135,31 @@ def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, p
 
 
 def test_verl_manager_on_verls_own_dataproto_and_grpo(prm_folder, policy_tok, offline):
-    """Where verl is importable (verl 0.9.1 beside this venv: `pip install --no-deps --target
-    DIR verl==0.9.1 tensordict==0.10.0 ray omegaconf hydra-core codetiming`, then
-    PYTHONPATH=DIR), its own DataProto and GRPO advantage give what the stand-in gives."""
+    """Where verl is importable (verl 0.9.1 beside this venv, see docs/rl.md), verl loads the
+    files itself and its own DataProto and GRPO advantage give what the stand-in gives."""
     pytest.importorskip("verl")
+    from omegaconf import OmegaConf
     from verl import DataProto
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
 
+    path = str(FILES / "verl.py")
+    settings = {"model": str(prm_folder), "device": "cpu"}
+    config = OmegaConf.create({"reward": {
+        "custom_reward_function": {"path": path, "name": "compute_score",
+                                   "reward_kwargs": settings},
+        "reward_manager": {"source": "importlib", "name": "PRMRewardManager",
+                           "module": {"path": path}},
+        "prmkit": settings}})
+    manager_cls = resolve_reward_manager_cls(config)  # verl loads the class by file path
     fake = verl_batch(policy_tok, RESPONSES)
     real = DataProto.from_dict(tensors=dict(fake.batch), non_tensors=dict(fake.non_tensor_batch))
-    config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
-    verl = load_by_path("verl")
-    rm_fake, _ = run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, fake)
-    rm_real, _ = run_verl_reward_loop(verl.PRMRewardManager, config, policy_tok, real)
+    rm_fake, _ = run_verl_reward_loop(manager_cls, config, policy_tok, fake)
+    rm_real, _ = run_verl_reward_loop(manager_cls, config, policy_tok, real)
     assert torch.equal(rm_fake, rm_real)
+    scalar = get_custom_reward_fn(config)(data_source="math", solution_str=RESPONSES[0],
+                                          ground_truth="4", extra_info={"problem": PROBLEM})
+    assert scalar["prm_steps"] == 3
     mask = real.batch["attention_mask"][:, 6:]
     adv, _ = compute_grpo_outcome_advantage(rm_real, mask, np.array(["q", "r"], dtype=object))
     # one response per group (verl: mean 0, std 1): what GRPO credits every token with is
