@@ -20,6 +20,7 @@ import torch
 
 from prmkit.demo import world
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
+from prmkit.demo.error_kinds import kind_report, kinds_table, pick_indices, summarise_kinds
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
 from prmkit.evaluation.bon import ProblemPool
@@ -191,10 +192,11 @@ def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
     """Best-of-N, majority vote, pass@N and step metrics of one seed's scored test pools."""
     clusterer = AnswerClusterer(equivalent=_same_number)
     prm_pools, orm_pools = [], []
-    step_probs, step_labels, fe_labels, fe_preds = [], [], [], []
+    step_probs, step_labels, fe_labels, fe_preds, answered_idx = [], [], [], [], []
     for prob, pool, ps, os_ in zip(test_set, test_pools, prm_scores, orm_scores):
         checks = [world.check_solution(prob, sol) for sol in pool]
         answered = [i for i, c in enumerate(checks) if c.answer is not None]
+        answered_idx.append(answered)
         correct = np.array([checks[i].final_correct for i in answered], dtype=bool)
         clusters = np.array(clusterer.cluster([checks[i].answer for i in answered]), dtype=np.int64)
         prm_pools.append(ProblemPool(
@@ -226,6 +228,11 @@ def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
         "pass": prm_curves.accuracy["pass"],
         "first_error": subset_metrics(fe_labels, fe_preds),
         "top_picks": top_picks,
+        "error_kinds": {
+            name: kind_report(test_set, test_pools, scores,
+                              pick_indices([p.scores for p in pools], answered_idx))
+            for name, scores, pools in (("prm", prm_scores, prm_pools),
+                                        ("orm", orm_scores, orm_pools))},
         "step_auroc": step_auroc(step_probs, step_labels),
         "calibration": calibration_bins(step_probs, step_labels),
     }
@@ -261,6 +268,7 @@ def summarise(per_seed: list[dict], ns: list[int], seconds: float) -> dict:
         for key in ("right_answer", "right_process", "trap_answer"):
             out[f"{model}_top_pick_{key}"] = float(
                 np.mean([r["top_picks"][model][key] for r in per_seed]))
+    out["error_kinds"] = summarise_kinds(per_seed)
     aurocs = [r["step_auroc"] for r in per_seed]
     out["step_auroc"], out["step_auroc_std"] = float(np.mean(aurocs)), float(np.std(aurocs))
     out["largest_n"] = ns[-1]
@@ -383,6 +391,8 @@ def _run_demo(out: Path, cfg: DemoConfig) -> dict:
                      ["wall time of the whole run", f"{summary['seconds']:.0f} s"]],
         },
     }
+    tables[f"Per error kind: right steps against first wrong steps (AUROC), and what "
+           f"best-of-{ns[-1]} picks (means over seeds)"] = kinds_table(summary["error_kinds"])
     write_report(out, summary, plots, title="prmkit demo: process vs outcome supervision",
                  summary=summary["statement"], tables=tables)
     print(f"[demo] {summary['statement']}")

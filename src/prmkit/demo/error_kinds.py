@@ -1,0 +1,144 @@
+"""What kind of mistake a sampled solution makes, and how well a reward model sees each kind.
+
+Kinds follow the solver's mistakes (docs/demo-world.md), read from the text with the
+checker's verdict, never from the solver's bookkeeping:
+
+- trap: the problem's systematic misreading: the answer is the trap answer, or the first
+  wrong step is an operation of the trap's tree;
+- cancel: errors that cancel: a slipped or miscopied value, yet the right final answer;
+- slip: the first wrong step's arithmetic is not exact (and the answer is wrong);
+- skip: exact arithmetic on the true value of a sub-computation that no step wrote (a
+  step done in the head);
+- miscopy: exact arithmetic on any other operand that the problem does not justify (a
+  miscopied quantity: another number of the problem, swapped digits, off by one or two);
+- other: a wrong step that is not a computation (e.g. an answer no step wrote);
+- right: every step right.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from prmkit.demo.checker import check_solution
+from prmkit.evaluation import auroc
+from prmkit.scoring.aggregate import fill_null_steps
+
+KINDS = ("slip", "miscopy", "skip", "trap", "cancel")
+_STEP = re.compile(r"^\s*(-?\d+)\s*([-+*/])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
+
+
+def _exact(op: str, a: int, b: int) -> int | None:
+    if op == "/":
+        return a // b if b and a % b == 0 else None
+    return {"+": a + b, "-": a - b, "*": a * b}[op]
+
+
+def _tree_ops(tree) -> set[tuple[str, int, int]]:
+    ops = set()
+    for j, n in enumerate(tree.nodes):
+        a, b = tree.operands(j)
+        ops.add((n.op, a, b))
+        if n.op in "+*":
+            ops.add((n.op, b, a))
+    return ops
+
+
+def error_kind(problem, steps, check=None) -> str:
+    """The kind of a solution's mistake (module docstring), `right` when it has none."""
+    chk = check or check_solution(problem, steps)
+    if chk.process_correct:
+        return "right"
+    bad = steps[chk.first_error] if 0 <= chk.first_error < len(steps) else ""
+    m = _STEP.match(bad)
+    step = (m[2], int(m[1]), int(m[3])) if m else None
+    exact = step is not None and _exact(*step) == int(m[4])
+    if problem.trap is not None and (chk.answer == problem.trap_answer
+                                     or (exact and step in _tree_ops(problem.trap))):
+        return "trap"
+    if step is None:
+        return "other"
+    if not exact:
+        return "cancel" if chk.final_correct else "slip"
+    written = set()
+    for s in steps[: chk.first_error]:
+        w = _STEP.match(s)
+        if w:
+            written.add(int(w[4]))
+    quantities = set(problem.quantities)
+    inner = {v for v in problem.tree.values[:-1] if v not in quantities and v not in written}
+    if {step[1], step[2]} & inner:
+        return "skip"  # right in the head or not, the step itself is what was skipped
+    return "cancel" if chk.final_correct else "miscopy"
+
+
+def kind_report(problems, pools, step_scores, picks) -> dict:
+    """Per error kind: the step AUROC of right steps against the first wrong step of
+    solutions of that kind (steps up to the first error, a null score filled as the
+    demo's solution scores fill it), and the share of `picks` (one index per problem into
+    its pool, e.g. the best-of-N pick from the whole pool) of each kind.
+
+    step_scores: per problem, per solution, per step probability of being right.
+    """
+    right: list[float] = []
+    wrong: dict[str, list[float]] = {k: [] for k in (*KINDS, "other")}
+    picked: dict[str, int] = {k: 0 for k in ("right", *KINDS, "other")}
+    pool_kinds: dict[str, int] = dict.fromkeys(picked, 0)
+    for prob, pool, scores, pick in zip(problems, pools, step_scores, picks):
+        for k, (steps, probs) in enumerate(zip(pool, scores)):
+            chk = check_solution(prob, steps)
+            kind = error_kind(prob, steps, chk)
+            pool_kinds[kind] += 1
+            if k == pick:
+                picked[kind] += 1
+            filled = fill_null_steps(probs)
+            right.extend(filled[: chk.first_error] if chk.first_error >= 0 else filled)
+            if 0 <= chk.first_error < len(filled):
+                wrong[kind].append(filled[chk.first_error])
+    aurocs = {}
+    for kind in KINDS:
+        value = auroc(right + wrong[kind], [1] * len(right) + [0] * len(wrong[kind]))
+        aurocs[kind] = None if math.isnan(value) else value
+    n_picks = max(sum(picked.values()), 1)
+    n_pool = max(sum(pool_kinds.values()), 1)
+    return {"step_auroc": aurocs,
+            "wrong_steps": {k: len(wrong[k]) for k in KINDS},
+            "picks": {k: v / n_picks for k, v in picked.items()},
+            "pool": {k: v / n_pool for k, v in pool_kinds.items()}}
+
+
+def pick_indices(pool_scores, answered) -> list[int]:
+    """Index into each full pool of the highest-scored answered solution."""
+    return [int(ans[int(np.argmax(sc))]) for sc, ans in zip(pool_scores, answered)]
+
+
+def summarise_kinds(per_seed: list[dict]) -> dict:
+    """Per error kind, means over seeds: step AUROC of the PRM and the ORM (seeds where the
+    kind occurs), share of the pool and of each model's best-of-N picks."""
+    out: dict = {}
+    for kind in (*KINDS, "right", "other"):
+        row: dict = {}
+        for model in ("prm", "orm"):
+            reports = [r["error_kinds"][model] for r in per_seed if "error_kinds" in r]
+            if kind in KINDS:
+                vals = [x["step_auroc"][kind] for x in reports if x["step_auroc"][kind] is not None]
+                row[f"{model}_step_auroc"] = float(np.mean(vals)) if vals else None
+                row[f"{model}_step_auroc_std"] = float(np.std(vals)) if vals else None
+            row[f"{model}_picks"] = float(np.mean([x["picks"][kind] for x in reports])) \
+                if reports else None
+        pools = [r["error_kinds"]["prm"]["pool"][kind] for r in per_seed if "error_kinds" in r]
+        row["pool"] = float(np.mean(pools)) if pools else None
+        out[kind] = row
+    return out
+
+
+def kinds_table(kinds: dict) -> dict:
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    return {"columns": ["kind of first error", "PRM step AUROC", "ORM step AUROC",
+                        "share of pool", "share of PRM picks", "share of ORM picks"],
+            "rows": [[k, fmt(r.get("prm_step_auroc")), fmt(r.get("orm_step_auroc")),
+                      pct(r["pool"]), pct(r["prm_picks"]), pct(r["orm_picks"])]
+                     for k, r in kinds.items()]}

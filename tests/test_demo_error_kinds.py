@@ -1,0 +1,95 @@
+import pytest
+
+from prmkit.demo.error_kinds import KINDS, error_kind, kind_report, pick_indices
+from prmkit.demo.world import NodeRef, WorldProblem, build_tree
+
+# Ann: 7 + 3 * 4 - 5 = 14; the distractor (Ben's 9 apples) is the trap: 9 + 3 * 4 - 5 = 16.
+ANN = WorldProblem(
+    id="ann",
+    text="Ann has 7 apples. She buys 3 bags of 4. Ben has 9 apples. She gives away 5. "
+    "How many apples does Ann have now?",
+    answer="14",
+    kind="word",
+    level=1,
+    tree=build_tree([("*", 3, 4), ("+", 7, NodeRef(0)), ("-", NodeRef(1), 5)]),
+    trap=build_tree([("*", 3, 4), ("+", 9, NodeRef(0)), ("-", NodeRef(1), 5)]),
+    trap_kind="distractor",
+)
+POOL = {
+    "right": ["3 * 4 = 12", "7 + 12 = 19", "19 - 5 = 14", "Answer: 14"],
+    "slip": ["3 * 4 = 12", "7 + 12 = 18", "18 - 5 = 13", "Answer: 13"],
+    "miscopy": ["3 * 4 = 12", "8 + 12 = 20", "20 - 5 = 15", "Answer: 15"],
+    "skip": ["7 + 12 = 19", "19 - 5 = 14", "Answer: 14"],
+    "cancel": ["3 * 4 = 13", "7 + 13 = 19", "19 - 5 = 14", "Answer: 14"],
+    "trap": ["3 * 4 = 12", "9 + 12 = 21", "21 - 5 = 16", "Answer: 16"],
+}
+
+
+@pytest.mark.parametrize("kind", list(POOL))
+def test_error_kind_names_the_mistake_of_each_hand_written_solution(kind):
+    assert error_kind(ANN, POOL[kind]) == kind
+
+
+def test_an_operand_that_is_no_true_value_reads_as_a_miscopy_even_after_a_skip():
+    # 13 is neither a quantity nor a true sub-result: the text cannot tell a slip done in
+    # the head from a miscopy, and the kinds are read from the text alone
+    assert error_kind(ANN, ["7 + 13 = 20", "20 - 5 = 15", "Answer: 15"]) == "miscopy"
+
+
+def test_trap_step_is_a_trap_even_when_a_later_slip_changes_the_answer():
+    assert error_kind(ANN, ["3 * 4 = 12", "9 + 12 = 21", "21 - 5 = 17", "Answer: 17"]) == "trap"
+
+
+def _scores(first_wrong: dict[str, float]) -> list[list[float]]:
+    """Right steps 0.9; the first wrong step of each kind as given; later steps 0.5."""
+    out = []
+    for kind, steps in POOL.items():
+        if kind == "right":
+            out.append([0.9] * len(steps))
+            continue
+        first = {"skip": 0, "cancel": 0}.get(kind, 1)
+        out.append([0.9] * first + [first_wrong[kind]] + [0.5] * (len(steps) - first - 1))
+    return out
+
+
+def test_per_kind_auroc_and_pick_shares_on_a_hand_built_pool():
+    pool = list(POOL.values())
+    scores = _scores({"slip": 0.1, "miscopy": 0.9, "skip": 0.95, "cancel": 0.2, "trap": 0.5})
+    # two problems with the same pool: the PRM picks the slip in one, the right one in the other
+    report = kind_report([ANN, ANN], [pool, pool], [scores, scores], picks=[1, 0])
+    auroc = report["step_auroc"]
+    assert auroc["slip"] == 1.0  # every right step above the slip
+    assert auroc["miscopy"] == 0.5  # tied with every right step
+    assert auroc["skip"] == 0.0  # above every right step
+    assert auroc["cancel"] == 1.0 and auroc["trap"] == 1.0
+    assert report["wrong_steps"] == {k: 2 for k in KINDS}
+    assert report["picks"]["slip"] == 0.5 and report["picks"]["right"] == 0.5
+    assert report["pool"]["trap"] == pytest.approx(1 / 6)
+
+
+def test_a_kind_absent_from_the_pool_has_no_auroc():
+    pool = [POOL["right"], POOL["slip"]]
+    report = kind_report([ANN], [pool], [[[0.9] * 4, [0.9, 0.2, 0.5, 0.5]]], picks=[0])
+    assert report["step_auroc"]["slip"] == 1.0
+    assert report["step_auroc"]["trap"] is None
+
+
+def test_pick_indices_map_answered_solutions_back_to_the_pool():
+    assert pick_indices([[0.2, 0.7, 0.1]], [[0, 2, 5]]) == [2]
+
+
+def test_kinds_are_averaged_over_the_seeds_where_they_occur():
+    from prmkit.demo.error_kinds import kinds_table, summarise_kinds
+
+    pool = list(POOL.values())
+    a = kind_report([ANN], [pool], [_scores({"slip": 0.1, "miscopy": 0.9, "skip": 0.95,
+                                              "cancel": 0.2, "trap": 0.5})], picks=[1])
+    b = kind_report([ANN], [pool[:2]], [_scores({"slip": 0.9, "miscopy": 0.9, "skip": 0.95,
+                                                  "cancel": 0.2, "trap": 0.5})[:2]], picks=[0])
+    out = summarise_kinds([{"error_kinds": {"prm": a, "orm": a}},
+                           {"error_kinds": {"prm": b, "orm": b}}])
+    assert out["slip"]["prm_step_auroc"] == pytest.approx(0.75)  # 1.0 and 0.5
+    assert out["trap"]["prm_step_auroc"] == 1.0  # only the first seed has a trap
+    assert out["slip"]["prm_picks"] == 0.5 and out["right"]["prm_picks"] == 0.5
+    rows = kinds_table(out)["rows"]
+    assert [r[0] for r in rows] == [*KINDS, "right", "other"]
