@@ -84,3 +84,50 @@ def test_skill_is_one_for_a_model_that_always_predicts_the_text(counted_pretrain
     skill = step_result_skill(_Oracle(len(tokenizer), wrong=seven), tokenizer, problems, pools)
     assert 0.0 < skill["all"]["exact"] < 1.0
     json.dumps(skill)
+
+
+def test_base_skill_command_writes_the_indicator_of_the_cached_base(counted_pretraining,
+                                                                     tmp_path, capsys):
+    from prmkit.cli import main
+
+    spec = "mathmix " + " ".join(TINY)
+    assert main(["demo", "--experiment", "base-skill", "--base", spec, "--out",
+                 str(tmp_path / "out"), "--no-progress"]) == 0
+    written = json.loads((tmp_path / "out" / "base_skill.json").read_text())
+    assert written["settings"]["steps"] == 3 and counted_pretraining == [3]
+    assert set(written["skill"]) == {"+", "-", "*", "/", "all"}
+    assert written["skill"]["all"]["steps"] > 500
+    assert "step results computed exactly" in capsys.readouterr().out
+    assert main(["demo", "--experiment", "base-skill", "--base", spec, "--out",
+                 str(tmp_path / "again"), "--no-progress"]) == 0
+    assert counted_pretraining == [3]  # the second command reads the cached base
+
+
+def test_base_skill_command_refuses_a_base_it_cannot_read(tmp_path, capsys):
+    from prmkit.cli import main
+
+    assert main(["demo", "--experiment", "base-skill", "--base", str(tmp_path),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    assert main(["demo", "--experiment", "base-skill", "--base", "mathmix depth=2",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "no field 'depth'" in capsys.readouterr().err
+
+
+def test_every_seed_starts_from_the_one_cached_base(counted_pretraining, monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    from prmkit.demo import run as run_mod
+
+    def no_own_backbone(*args, **kwargs):
+        raise AssertionError("a seed pretrained its own backbone")
+
+    monkeypatch.setattr(run_mod, "pretrain_lm", no_own_backbone)
+    cfg = replace(run_mod.quick_config((0, 1)), base="mathmix " + " ".join(TINY),
+                  reward_steps=2, progress=False)
+    for seed in cfg.seeds:
+        models = run_mod.train_seed_models(seed, cfg, run_mod.seed_world(seed, cfg),
+                                           tmp_path / f"seed{seed}")
+        assert (models.backbone_dir / "base.json").is_file()
+        assert (models.prm_dir / "config.json").is_file()
+    assert counted_pretraining == [3]  # built once, shared by both seeds

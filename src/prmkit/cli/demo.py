@@ -4,6 +4,11 @@
 small reward models supervised by the demo's PRM (synthetic supervision) and labelled
 samples chosen by a selector PRM (active learning); reports under OUT/synthetic and
 OUT/active, trained models cached under OUT/work (the demo's PRM is reused from there).
+
+`--experiment base-skill` builds (or reads from the cache) the MathMix base named by
+`--base` and prints its regime indicator, the share of held-out step results it computes
+exactly per operation, into OUT/base_skill.json. `--base` also makes every seed of the
+demo start from that shared base instead of pretraining its own backbone.
 """
 
 from __future__ import annotations
@@ -16,8 +21,13 @@ def register(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="demo-output", help="report folder (default: demo-output)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
-    p.add_argument("--experiment", choices=["synthetic", "active", "all"], default=None,
-                   help="the paper's small-scale experiments instead of the main demo")
+    p.add_argument("--experiment", choices=["synthetic", "active", "all", "base-skill"],
+                   default=None, help="the paper's small-scale experiments, or the base "
+                   "model's regime indicator, instead of the main demo")
+    p.add_argument("--base", default=None, metavar="SPEC",
+                   help="seed (each seed pretrains its own backbone, the default), mathmix "
+                   "['FIELD=VALUE ...'] (the cached MathMix base, e.g. 'mathmix steps=8000') "
+                   "or a saved base folder")
     p.add_argument("--quick", action="store_true", help="a much smaller run (a smoke test)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=run)
@@ -34,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         raise PrmkitError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if not seeds:
         raise PrmkitError("--seeds is empty")
+    if args.experiment == "base-skill":
+        return _base_skill(args.base or "mathmix", Path(args.out), not args.no_progress)
     if args.experiment:
         from dataclasses import replace
 
@@ -53,5 +65,30 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = quick_config(seeds) if args.quick else DemoConfig(seeds=seeds)
     cfg.progress = not args.no_progress
+    if args.base:
+        cfg.base = args.base
     run_demo(args.out, cfg)
+    return 0
+
+
+def _base_skill(spec: str, out, progress: bool) -> int:
+    import json
+
+    from prmkit.demo.base import base_info, resolve_base
+    from prmkit.demo.skill import format_skill, heldout_text, step_result_skill
+    from prmkit.errors import PrmkitError
+    from prmkit.models.backbones import load_backbone
+
+    folder = resolve_base(spec, progress=progress)
+    if folder is None:
+        raise PrmkitError("--experiment base-skill needs a shared base: --base mathmix "
+                          "['FIELD=VALUE ...'] or a saved base folder")
+    model, tokenizer = load_backbone(str(folder))
+    skill = step_result_skill(model, tokenizer, *heldout_text())
+    info = base_info(folder) if (folder / "base.json").is_file() else {}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "base_skill.json").write_text(json.dumps(
+        {"base": str(folder), "settings": info.get("config"),
+         "build_seconds": info.get("seconds"), "skill": skill}, indent=1))
+    print(f"[demo] base {folder}: {format_skill(skill)}")
     return 0

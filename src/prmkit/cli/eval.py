@@ -258,6 +258,7 @@ def cmd_prmbench(args) -> int:
 
 
 def cmd_steps(args) -> int:
+    from prmkit.cli.prm_options import prm_load_options
     from prmkit.evaluation.plots import plot_calibration
     from prmkit.evaluation.steps import has_wrong_step, step_metrics
     from prmkit.evaluation.subsets import stratified_subset
@@ -270,7 +271,8 @@ def cmd_steps(args) -> int:
         result = model_step_metrics(args.model, args.data, args.format, args.threshold,
                                     args.bins, args.batch_tokens, device=args.device,
                                     attn_implementation=args.attn_implementation,
-                                    limit=args.limit, seed=args.seed)
+                                    limit=args.limit, seed=args.seed,
+                                    **prm_load_options(args))
         if args.plot:
             plot_calibration(result["calibration"], args.plot)
         _emit(result, args, eval_summary.steps)
@@ -388,6 +390,7 @@ def register(subparsers) -> None:
     src.add_argument("--predictions", help="JSONL of {step_scores, labels}")
     src.add_argument("--model", help="trained model directory, scored on --data")
     add_device_arguments(st)
+    add_prm_arguments(st, format_flag=False)
     st.add_argument("--data", action="append",
                     help="with --model: step-labelled file(s), any format prmkit reads")
     st.add_argument("--format", help="with --model: the data format (default: detected)")

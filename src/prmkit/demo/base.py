@@ -122,3 +122,27 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def resolve_base(spec: str, progress: bool = True,
+                 device: str | torch.device | None = None) -> Path | None:
+    """The base a demo starts from. `seed` (or empty): None, each seed pretrains its own
+    backbone (the demo's default); `mathmix`: the cached MathMix base of the default
+    settings, `mathmix steps=8000 mathmix.fact_alpha=0`: with those overrides; any other
+    value: a saved base folder."""
+    from prmkit.errors import PrmkitError
+
+    if spec.strip() in ("", "seed"):
+        return None
+    name, *items = spec.split()
+    if name != "mathmix":
+        folder = Path(spec)
+        if not (folder / "config.json").is_file():
+            raise PrmkitError(f"base {spec!r}: use seed, mathmix [FIELD=VALUE ...] or a saved "
+                              "model folder (no config.json there)")
+        return folder
+    try:
+        cfg = base_with_overrides(BaseConfig(), items)
+    except ValueError as e:
+        raise PrmkitError(f"base {spec!r}: {e}") from None
+    return base_folder(cfg, progress=progress, device=device)

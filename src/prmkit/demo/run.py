@@ -11,6 +11,7 @@ averaged over seeds and written as metrics.json, plots and an HTML report.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 
 from prmkit.demo import world
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
+from prmkit.demo.base import base_info, resolve_base
 from prmkit.demo.error_kinds import kind_report, kinds_table, pick_indices, summarise_kinds
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
@@ -54,6 +56,9 @@ class DemoConfig:
     # product over more steps favours shorter wrong solutions (docs/demo-world.md).
     aggregation: str = "min"
     threads: int = 2  # torch CPU threads: fixed, so that a run's figures repeat exactly
+    # seed: each seed pretrains its own backbone (the fields above); mathmix [FIELD=VALUE ...]
+    # or a folder: every seed starts from one shared base (prmkit.demo.base.resolve_base)
+    base: str = "seed"
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -159,13 +164,19 @@ class SeedModels:
 def train_seed_models(seed: int, cfg: DemoConfig, sw: SeedWorld, work: Path) -> SeedModels:
     """Backbone pretraining on the pretrain split, then a PRM and an ORM on the train split."""
     splits = sw.splits
-    docs = world.corpus_documents(splits.pretrain)
-    backbone, tokenizer = build_backbone(docs + world.corpus_documents(splits.train, sw.train_pools),
-                                         seed=seed, hidden_size=cfg.hidden_size,
-                                         layers=cfg.layers)
-    lm_losses = pretrain_lm(backbone, tokenizer, docs, steps=cfg.pretrain_steps, seed=seed,
-                            progress=cfg.progress)
-    backbone_dir = save_backbone(backbone, tokenizer, work / "backbone")
+    shared = resolve_base(cfg.base, progress=cfg.progress)
+    if shared is not None:
+        backbone_dir = work / "backbone"
+        shutil.copytree(shared, backbone_dir, dirs_exist_ok=True)
+        lm_losses = base_info(shared)["lm_loss"] if (shared / "base.json").is_file() else [0, 0]
+    else:
+        docs = world.corpus_documents(splits.pretrain)
+        backbone, tokenizer = build_backbone(
+            docs + world.corpus_documents(splits.train, sw.train_pools), seed=seed,
+            hidden_size=cfg.hidden_size, layers=cfg.layers)
+        lm_losses = pretrain_lm(backbone, tokenizer, docs, steps=cfg.pretrain_steps, seed=seed,
+                                progress=cfg.progress)
+        backbone_dir = save_backbone(backbone, tokenizer, work / "backbone")
     prm_examples = world.to_step_examples(splits.train, sw.train_pools, kind="prm", dedupe=True)
     orm_examples = world.to_step_examples(splits.train, sw.train_pools, kind="orm", dedupe=True)
     prm_dir = _train_reward_model("prm", backbone_dir, prm_examples, work / "prm", cfg, seed)

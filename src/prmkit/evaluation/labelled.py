@@ -30,6 +30,8 @@ def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: i
     """(P(correct), label 0/1) for every distinct labelled step of `examples`, and per
     example its steps' P(correct) by step index (a shared step serves every example
     that holds it)."""
+    if getattr(model, "spec", None) is not None:  # a published PRM: scored whole
+        return _scored_predictions(model, examples, batch_tokens, bf16, progress)
     from prmkit.training.batching import predict_rows, token_batches
     from prmkit.training.packing import pack_examples
 
@@ -51,6 +53,31 @@ def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: i
     return pred.probs, (pred.truth >= 0.5).astype(np.int64), per_example
 
 
+def _scored_predictions(model, examples: Sequence[StepExample], batch_tokens: int, bf16: bool,
+                        progress: bool) -> tuple[np.ndarray, np.ndarray, list[dict[int, float]]]:
+    """`labelled_predictions` for a published PRM (tokenised whole, so no prefix-tree
+    packing): every example scored by the Scorer; a labelled step that several examples
+    share (the same problem and steps up to it) counts once."""
+    from prmkit.scoring.scorer import Scorer
+
+    scorer = Scorer(model, token_budget=max(batch_tokens, model.encoder.fmt.max_length),
+                    dtype="bf16" if bf16 else None)
+    scores = scorer.score([(ex.problem, ex.steps) for ex in examples], progress=progress)
+    probs, truth, seen, per_example = [], [], set(), []
+    for ex, step_probs in zip(examples, scores, strict=True):
+        mine = {}
+        for i, (p, y) in enumerate(zip(step_probs, ex.labels)):
+            if p is None or y is None:
+                continue
+            mine[i] = p
+            if (ex.problem, ex.steps[: i + 1]) not in seen:
+                seen.add((ex.problem, ex.steps[: i + 1]))
+                probs.append(p)
+                truth.append(y)
+        per_example.append(mine)
+    return np.array(probs), (np.array(truth) >= 0.5).astype(np.int64), per_example
+
+
 def first_errors(examples: Sequence[StepExample], per_example: Sequence[dict[int, float]]
                  ) -> tuple[list[list[float | None]], list[list[int]]]:
     """Per example, the scores and 0/1 labels of its labelled steps up to the first
@@ -67,18 +94,20 @@ def model_step_metrics(model_dir: str, data: Sequence[str], data_format: str | N
                        threshold: float = 0.5, n_bins: int = 10, batch_tokens: int = 4096,
                        bf16: bool = True, progress: bool = True, device: str = "auto",
                        attn_implementation: str | None = None, limit: int | None = None,
-                       seed: int = 0) -> dict:
+                       seed: int = 0, format: str | None = None,
+                       trust_remote_code: bool = False) -> dict:
     """AUROC, accuracy, ECE, calibration and first-error accuracy of a saved model on
     labelled files, read and labelled with the paper's supervision policy
     (prmkit.data.PolicyOptions defaults); `limit`: a seeded subset of the examples, in
     proportion with and without a wrong step. device: auto runs on the GPU when there
-    is one."""
+    is one. format, trust_remote_code: a published PRM (docs/models.md)."""
     from prmkit.data import PolicyOptions, apply_policy, read_records
     from prmkit.models.backbones import resolve_device
     from prmkit.models.reward_model import StepRewardModel
 
     model = StepRewardModel.from_pretrained(model_dir, device=resolve_device(device),
-                                            attn_implementation=attn_implementation)
+                                            attn_implementation=attn_implementation,
+                                            format=format, trust_remote_code=trust_remote_code)
     examples = [ex for path in data
                 for ex in apply_policy(read_records(path, format=data_format), PolicyOptions())]
     available = len(examples)
