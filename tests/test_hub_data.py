@@ -114,9 +114,13 @@ def test_parquet_split_is_read_through_datasets(hub_cache):
     cached_repo(hub_cache, "HuggingFaceH4/MATH-500",
                 {"data/test-00000-of-00001.parquet": buf.getvalue().to_pybytes()}, commit="e" * 40)
     from prmkit.cli.search import read_problems
+    from prmkit.data.math_problems import read_math
+    from prmkit.generation.files import read_problems as generation_problems
 
     problems = read_problems("HuggingFaceH4/MATH-500:test")
     assert [(p.text, p.answer) for p in problems] == [("What is 1+1?", "2")]
+    assert generation_problems("HuggingFaceH4/MATH-500:test") == problems
+    assert list(read_math("HuggingFaceH4/MATH-500:test")) == problems
     with pytest.raises(PrmkitError, match="no split 'train'; its splits: test"):
         read_problems("HuggingFaceH4/MATH-500:train")
 

@@ -241,3 +241,33 @@ def test_search_with_a_published_prm_is_refused_by_the_prefix_cache(replicas):
 
     with pytest.raises(PrmkitError, match="tokenised whole.*--no-incremental"):
         IncrementalScorer(fp32_scorer(replicas["rlhflow"], format="rlhflow"))
+
+
+def test_eval_steps_scores_a_published_prm_with_the_scorer(replicas, tmp_path):
+    """`eval steps --model` (no prefix packing for a published PRM) gives the metrics of
+    `eval steps --predictions` over the Scorer's step probabilities."""
+    from prmkit.data.processbench import write_processbench
+    from prmkit.data.records import ProcessBenchItem
+
+    folder, load = replicas["math-shepherd"], FAMILIES["math-shepherd"][1]
+    solutions = [(STEPS, -1), (STEPS[:2], 1), (["Next, 12 - 5 = 7.", "Then 2x + 3 = 11."], 0)]
+    data = tmp_path / "labelled.json"
+    write_processbench([ProcessBenchItem(f"p{i}", f"{PROBLEM} ({i})", s, label=y)
+                        for i, (s, y) in enumerate(solutions)], data)
+    scorer = Scorer(StepRewardModel.from_pretrained(folder, **load), dtype="bf16")  # as eval
+    scores = scorer.score([(f"{PROBLEM} ({i})", s) for i, (s, _) in enumerate(solutions)])
+    preds = tmp_path / "preds.jsonl"
+    with preds.open("w") as f:
+        for (steps, first_wrong), probs in zip(solutions, scores, strict=True):
+            cut = len(steps) if first_wrong < 0 else first_wrong + 1
+            labels = [int(first_wrong < 0 or i < first_wrong) for i in range(cut)]
+            f.write(json.dumps({"step_scores": probs[:cut], "labels": labels}) + "\n")
+    out_model, out_preds = tmp_path / "m.json", tmp_path / "p.json"
+    assert main(["eval", "steps", "--model", str(folder), "--prm-format", "math-shepherd",
+                 "--data", str(data), "--device", "cpu", "--json", "-o", str(out_model)]) == 0
+    assert main(["eval", "steps", "--predictions", str(preds), "--json",
+                 "-o", str(out_preds)]) == 0
+    by_model, by_preds = (json.loads(p.read_text()) for p in (out_model, out_preds))
+    assert by_model["n_steps"] == by_preds["n_steps"] == 6
+    for key in ("auroc", "accuracy", "ece"):
+        assert by_model[key] == pytest.approx(by_preds[key], abs=1e-6)

@@ -53,7 +53,11 @@ def read_math(
     path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
 ) -> Iterator[Problem]:
     """Problems from MATH JSONL/JSON (problem, solution, answer, subject, level, unique_id),
-    or from the train answers list (problem, final_answer)."""
+    or from the train answers list (problem, final_answer); `path` may be a Hub dataset
+    name (NAME[@REV]:SPLIT, see prmkit.data.hub)."""
+    from prmkit.data.hub import dataset_path
+
+    path = dataset_path(path, single=True)[0]
     for line, obj in iter_any_json(path, skip_bad=skip_bad, bad=bad):
         try:
             yield parse_problem(obj, str(path), line)

@@ -82,7 +82,9 @@ def problem_key(problem: Problem) -> str:
 def read_problems(path: str | os.PathLike, limit: int | None = None) -> list[Problem]:
     """Problems of a MATH-style file (see `prmkit.data.math_problems`); a repeated
     unique_id is an error, since samples are keyed by it."""
-    path = str(path)
+    from prmkit.data.hub import dataset_path
+
+    path = str(dataset_path(path, single=True)[0])  # a Hub name: its split's file
     if not Path(path).is_file():
         raise PrmkitError(f"{path}: no such problems file")
     problems, seen = [], {}
