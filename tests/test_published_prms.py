@@ -271,3 +271,26 @@ def test_eval_steps_scores_a_published_prm_with_the_scorer(replicas, tmp_path):
     assert by_model["n_steps"] == by_preds["n_steps"] == 6
     for key in ("auroc", "accuracy", "ece"):
         assert by_model[key] == pytest.approx(by_preds[key], abs=1e-6)
+
+
+def test_search_cli_takes_a_published_prm_and_records_its_format(replicas, tmp_path):
+    from prmkit.models.backbones import tiny_random
+
+    gen, tok = tiny_random(seed=0)
+    gen.save_pretrained(tmp_path / "gen")
+    tok.save_pretrained(tmp_path / "gen")
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"problem": PROBLEM, "answer": "7", "unique_id": "a"}) + "\n")
+    out = tmp_path / "bon.jsonl"
+    assert main(["search", "--model", str(tmp_path / "gen"), "--prm", str(replicas["rlhflow"]),
+                 "--format", "rlhflow", "--problems", str(problems), "--approach",
+                 "best_of_n", "--n", "2", "--max-tokens", "12", "--prm-dtype", "fp32",
+                 "--prm-device", "cpu", "--no-progress", "-o", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["search"]["prm"]["format"] == "rlhflow"
+    scorer = fp32_scorer(replicas["rlhflow"], format="rlhflow")
+    scored = [c for c in rec["candidates"] if c["steps"]]
+    assert scored
+    for c in scored:
+        assert c["step_scores"] == pytest.approx(scorer.score([(PROBLEM, c["steps"])])[0],
+                                                 abs=1e-6)
