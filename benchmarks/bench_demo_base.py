@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from prmkit.demo.base import BaseConfig, base_folder, base_info, base_with_overrides
-from prmkit.demo.skill import format_skill, heldout_text, step_result_skill
+from prmkit.demo.mathmix import build_mathmix
+from prmkit.demo.skill import format_skill, heldout_text, step_result_skill, table_coverage
 from prmkit.models.backbones import load_backbone
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +47,7 @@ def measure(cfg: BaseConfig, device: str, heldout) -> dict:
     return {"key": cfg.key(), "config": info["config"], "build_seconds": info["seconds"],
             "built_on": info["device"], "threads": info["threads"], "lm_loss": info["lm_loss"],
             "distinct_facts": info["facts"], "skill": skill,
+            "table_coverage": table_coverage(build_mathmix(cfg.mathmix).table, *heldout),
             "wall_seconds": time.perf_counter() - t0, "load": _load()}
 
 

@@ -131,3 +131,16 @@ def test_every_seed_starts_from_the_one_cached_base(counted_pretraining, monkeyp
         assert (models.backbone_dir / "base.json").is_file()
         assert (models.prm_dir / "config.json").is_file()
     assert counted_pretraining == [3]  # built once, shared by both seeds
+
+
+def test_table_coverage_counts_the_held_out_steps_whose_operands_are_facts():
+    from prmkit.demo.mathmix import step_facts
+    from prmkit.demo.skill import table_coverage
+
+    problems, pools = heldout_text(test=6, samples=2)
+    everything = {f for pool in pools for steps in pool for f in step_facts(steps)}
+    assert table_coverage(everything, problems, pools)["all"] == 1.0
+    assert table_coverage(set(), problems, pools)["all"] == 0.0
+    sums = {f for f in everything if f[0] == "+"}
+    cov = table_coverage(sums, problems, pools)
+    assert cov["+"] == 1.0 and cov["*"] in (0.0, None)

@@ -91,3 +91,21 @@ def format_skill(skill: dict) -> str:
     parts = [f"{op} {100 * v['exact']:.1f}% of {v['steps']}" for op, v in skill.items()
              if v["exact"] is not None]
     return "step results computed exactly: " + ", ".join(parts)
+
+
+def table_coverage(table, problems, pools) -> dict:
+    """Per operation: the share of the held-out exact steps whose operand pair is a fact of
+    `table` (what the base saw, against what it must generalise to)."""
+    seen = {op: 0 for op in OPS}
+    total = {op: 0 for op in OPS}
+    for prob, pool in zip(problems, pools):
+        for steps in pool:
+            text, spans = _targets(prob.text, list(steps))
+            for start, _, op in spans:
+                a, _, b = text[text.rfind("\n", 0, start) + 1: start].rstrip(" =").split()
+                total[op] += 1
+                seen[op] += (op, int(a), int(b)) in table
+    n = sum(total.values())
+    out = {op: seen[op] / total[op] if total[op] else None for op in OPS}
+    out["all"] = sum(seen.values()) / n if n else None
+    return out
