@@ -139,3 +139,17 @@ def test_model_by_hub_id_from_the_cache(hub_cache, tmp_path):
     assert by_id.score([(PROBLEM, STEPS)]) == by_path.score([(PROBLEM, STEPS)])
     with pytest.raises(PrmkitError, match="model 'nobody/prm' was not found; tried"):
         resolve_model_folder("nobody/prm")
+
+
+def test_training_recipe_reads_a_hub_name_and_keys_its_cache_by_the_file(hub_cache):
+    from prmkit.models.digest_cache import file_sha256
+    from prmkit.training.data_cache import prepared_key
+    from prmkit.training.dataset import load_examples
+    from prmkit.training.reward_config import DataConfig
+
+    cfg = DataConfig(train=["Qwen/ProcessBench:gsm8k"], policy={"holdout_path": None})
+    examples = load_examples(cfg.train, cfg, "prm")
+    assert [ex.problem for ex in examples] == ["1 + 1?", "2 + 2?"]
+    key = prepared_key(cfg, "prm", seed=0)
+    path, _ = dataset_path("Qwen/ProcessBench:gsm8k")
+    assert key["files"] == {"Qwen/ProcessBench:gsm8k": file_sha256(path)}

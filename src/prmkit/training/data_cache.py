@@ -111,7 +111,10 @@ class PreparedData:
 
 
 def prepared_key(cfg, objective: str, seed: int) -> dict:
-    """What the examples of a run depend on (cfg: a DataConfig reading files)."""
+    """What the examples of a run depend on (cfg: a DataConfig reading files or Hub
+    dataset names, prmkit.data.hub)."""
+    from prmkit.data.hub import dataset_path
+
     options = {k: v for k, v in dataclasses.asdict(cfg).items()
                if k not in ("examples", "eval_examples", "cache", "cache_dir")}
     files = [*cfg.train, *cfg.eval, *cfg.gold_answers]
@@ -119,7 +122,8 @@ def prepared_key(cfg, objective: str, seed: int) -> dict:
     if holdout:
         files.append(holdout)
     return {"v": CACHE_VERSION, "kind": "examples", "options": options,
-            "files": {str(p): file_sha256(p) for p in files}, "objective": objective,
+            "files": {str(p): file_sha256(dataset_path(p, single=True)[0]) for p in files},
+            "objective": objective,
             "seed": seed}
 
 
