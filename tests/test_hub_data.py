@@ -153,3 +153,10 @@ def test_training_recipe_reads_a_hub_name_and_keys_its_cache_by_the_file(hub_cac
     key = prepared_key(cfg, "prm", seed=0)
     path, _ = dataset_path("Qwen/ProcessBench:gsm8k")
     assert key["files"] == {"Qwen/ProcessBench:gsm8k": file_sha256(path)}
+
+
+def test_missing_file_path_is_not_looked_up_on_the_hub(hub_cache):
+    from prmkit.data.readers import read_records
+
+    with pytest.raises(PrmkitError, match="data/missing.jsonl: no such file"):
+        read_records("data/missing.jsonl", format="processbench")

@@ -50,7 +50,9 @@ class HubSource:
 def parse_hub_name(name: str) -> tuple[str, str | None, str | None] | None:
     """(repo, revision, split) of NAME[@REV][:SPLIT], or None when it is not one."""
     m = _NAME.match(str(name))
-    return (m["repo"], m["rev"], m["split"]) if m else None
+    if m is None or m["repo"].endswith(DATA_SUFFIXES):  # data/x.jsonl is a missing file
+        return None
+    return m["repo"], m["rev"], m["split"]
 
 
 def offline() -> bool:
