@@ -47,7 +47,7 @@ def test_long_final_eval_says_the_model_is_saved_and_shows_its_size_and_progress
     assert stats["eval_rows"] > 0 and stats["eval_labels"] == result.metrics["eval"]["eval_labels"]
     notice = next(line for line in err.splitlines() if line.startswith("model saved to"))
     assert f"final evaluation on 80 held-out examples ({stats['eval_rows']} rows, " \
-           f"{stats['eval_tokens']:,} tokens; at most about" in notice
+           f"{stats['eval_tokens']:,} tokens; about" in notice
     assert "eval_max_examples=N limits it, final_eval=false skips it" in notice
     assert "final eval: 100%" in err  # its own progress bar, run to the end
 

@@ -3,7 +3,7 @@ is told while it runs.
 
 On a large eval set (PRM800K phase-1 test: 5,339 examples) the final evaluation can take
 longer than a short training run, so the run says before it starts that the model is
-already saved, how large the evaluation is and about how long it may take;
+already saved, how large the evaluation is and roughly how long it may take;
 `eval_max_examples` limits it to a seeded random subset and `final_eval=false` skips it.
 """
 
@@ -33,8 +33,9 @@ def eval_size(rows: Sequence, examples: int, available: int) -> dict:
 
 
 def estimate_seconds(eval_tokens: int, train_tokens_per_s: float | None) -> float | None:
-    """An upper estimate of the evaluation's time: its tokens at the training speed (a
-    forward pass alone is faster than a training step)."""
+    """A rough estimate of the evaluation's time: its tokens at the training speed (a
+    forward pass alone is faster than a training step, but with LoRA on a few top layers
+    hardly so, and packed eval rows are longer)."""
     if not train_tokens_per_s or train_tokens_per_s <= 0:
         return None
     return eval_tokens / train_tokens_per_s
@@ -59,7 +60,7 @@ def final_eval_notice(model_dir, size: dict, train_tokens_per_s: float | None) -
     cost = ("a seeded random subset; " if subset else "") + \
         f"{size['eval_rows']:,} rows, {size['eval_tokens']:,} tokens"
     if estimate is not None:
-        cost += (f"; at most about {_duration(estimate)} at the training speed of "
+        cost += (f"; about {_duration(estimate)} at the training speed of "
                  f"{train_tokens_per_s:,.0f} tokens/s")
     return (f"model saved to {model_dir}; final evaluation on {count} held-out examples ({cost}). Stopping "
             "it loses nothing; eval_max_examples=N limits it, final_eval=false skips it.")
