@@ -131,7 +131,7 @@ def test_temporary_files_of_writes_are_removed_only_after_a_day(cache):
 
 
 def test_file_digests_are_cached_under_prmkit_cache(cache, tmp_path):
-    from prmkit.models.digest_cache import file_sha256
+    from prmkit.data.digest_cache import file_sha256
 
     kept, deleted = tmp_path / "kept.bin", tmp_path / "deleted.bin"
     kept.write_bytes(b"a")
@@ -142,7 +142,7 @@ def test_file_digests_are_cached_under_prmkit_cache(cache, tmp_path):
 
 
 def test_prune_drops_sha256_entries_of_deleted_files(cache, tmp_path, capsys):
-    from prmkit.models.digest_cache import file_sha256
+    from prmkit.data.digest_cache import file_sha256
 
     kept, deleted = tmp_path / "kept.bin", tmp_path / "deleted.bin"
     kept.write_bytes(b"a")

@@ -142,7 +142,7 @@ def test_model_by_hub_id_from_the_cache(hub_cache, tmp_path):
 
 
 def test_training_recipe_reads_a_hub_name_and_keys_its_cache_by_the_file(hub_cache):
-    from prmkit.models.digest_cache import file_sha256
+    from prmkit.data.digest_cache import file_sha256
     from prmkit.training.data_cache import prepared_key
     from prmkit.training.dataset import load_examples
     from prmkit.training.reward_config import DataConfig

@@ -33,9 +33,9 @@ from prmkit.active.selection import (
     pool_diversity,
     select_convincing,
 )
+from prmkit.data.digest_cache import file_sha256
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
-from prmkit.models.digest_cache import file_sha256
 
 STEPS = ("sample", "score", "select", "label", "merge", "train")
 MANIFEST = "manifest.json"

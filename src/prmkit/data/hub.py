@@ -39,7 +39,7 @@ class HubSource:
 
     def record(self) -> dict:
         """What outputs record about the data (as `scored_by` records the model)."""
-        from prmkit.models.digest_cache import file_sha256
+        from prmkit.data.digest_cache import file_sha256
 
         return {"dataset": self.repo, "revision": self.revision, "split": self.split,
                 "found_in": self.found_in,

@@ -16,6 +16,13 @@ import orjson
 from prmkit.errors import DataError
 
 
+def cache_dir() -> Path:
+    """prmkit's cache folder: $PRMKIT_CACHE, else $XDG_CACHE_HOME/prmkit (~/.cache/prmkit)."""
+    root = os.environ.get("PRMKIT_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "prmkit"
+    return Path(root)
+
+
 def iter_jsonl(path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None) -> Iterator[tuple[int, Any]]:
     """Yield (line_number, object) for each non-blank line, in constant memory.
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
+from prmkit.data.io import cache_dir
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.mathmix import MathMixConfig, build_mathmix
-from prmkit.models.backbones import cache_dir
 
 BASE_FORMAT = 1  # bump when a change of code changes what the same settings build
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)

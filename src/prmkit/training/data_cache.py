@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from prmkit.data.digest_cache import file_sha256
 from prmkit.data.io import atomic_write
 from prmkit.data.records import StepExample
-from prmkit.models.digest_cache import file_sha256
 
 log = logging.getLogger("prmkit.training")
 CACHE_VERSION = 1
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 
 def cache_root(cache_dir: str | None) -> Path:
-    from prmkit.models.backbones import cache_dir as prmkit_cache
+    from prmkit.data.io import cache_dir as prmkit_cache
 
     return Path(cache_dir) if cache_dir else prmkit_cache() / ROWS
 

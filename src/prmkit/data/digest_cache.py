@@ -13,7 +13,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from prmkit.data.io import atomic_write
+from prmkit.data.io import atomic_write, cache_dir
 
 NAME = "sha256.json"
 
@@ -21,8 +21,6 @@ NAME = "sha256.json"
 def digest_cache_path(root: str | os.PathLike | None = None) -> Path:
     """sha256.json under `root`, by default the prmkit cache folder."""
     if root is None:
-        from prmkit.models.backbones import cache_dir
-
         root = cache_dir()
     return Path(root) / NAME
 
