@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.prmkit-installed
 VLLM_STAMP := $(VENV)/.prmkit-vllm-installed
 TEST_STAMP := $(VENV)/.prmkit-test-installed
+RL_ENGINES := $(VENV)/rl-engines
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -31,10 +32,21 @@ $(VLLM_STAMP): $(STAMP)
 # runs on DeepSpeed's CPU accelerator here). Chromium and its driver from Debian's packages
 # drive the labelling app's browser tests; PostgreSQL's server runs its database tests
 # (each test session starts its own on a private socket). TRL runs the GRPO adapter's tests.
+# verl and OpenRLHF run the verl and OpenRLHF adapters' tests; each pins a transformers other
+# than prmkit's (verl <5.11, OpenRLHF ==5.15.0), so they go without their dependencies into a
+# side folder that tests/conftest.py puts on sys.path, after this venv's packages, for those
+# tests only. Beside them: what their entry points import that this venv lacks (ray and
+# tensordict for verl's DataProto, omegaconf with its own antlr, codetiming, pylatexenc).
+# Their own test suites come as a top-level `tests` package: removed.
 $(TEST_STAMP): $(VLLM_STAMP)
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt \
 		--no-build-isolation deepspeed
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt trl
+	rm -rf $(RL_ENGINES)
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(RL_ENGINES) \
+		verl==0.9.1 openrlhf==0.11.2 ray==2.55.0 tensordict==0.10.0 pyvers==0.1.0 \
+		omegaconf==2.4.0 codetiming==1.4.0 pylatexenc==2.11
+	rm -rf $(RL_ENGINES)/tests $(RL_ENGINES)/scripts
 	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium chromium-driver)
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| (apt-get update -q && apt-get install -y -q postgresql)

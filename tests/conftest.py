@@ -1,4 +1,5 @@
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+RL_ENGINES = Path(sys.prefix) / "rl-engines"
 
 
 @pytest.fixture
@@ -38,3 +40,19 @@ def tiny_lm(tmp_path_factory) -> Path:
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def rl_engines() -> Path:
+    """verl 0.9.1 and OpenRLHF 0.11.2, installed by `make test` without their dependencies
+    into <venv>/rl-engines (each pins another transformers), on sys.path for the test that
+    asks, after this venv's own packages, and off it again after; the test fails when the
+    folder is missing. What the test imported stays loaded (ray cannot be unloaded)."""
+    if not (RL_ENGINES / "verl").is_dir() or not (RL_ENGINES / "openrlhf").is_dir():
+        pytest.fail(f"{RL_ENGINES} has no verl or openrlhf: `make test` installs them there "
+                    "(in a venv made before, remove .venv/.prmkit-test-installed first)")
+    sys.path.append(str(RL_ENGINES))
+    try:
+        yield RL_ENGINES
+    finally:
+        sys.path.remove(str(RL_ENGINES))

@@ -1,8 +1,9 @@
 """verl and OpenRLHF entry points, loaded by file path and called exactly as verl 0.9.1
 (reward loop: run_single per sample, then assemble_rm_scores; custom_reward_function with
 reward_kwargs) and OpenRLHF 0.11.2 (SingleTurnAgentExecutor: reward_func on one decoded
-query in a thread) call them. Neither engine is installed (each pins another transformers),
-so `FakeDataProto` stands in for verl's DataProto with the fields its managers read."""
+query in a thread) call them: on `FakeDataProto`, a stand-in for verl's DataProto with the
+fields its managers read, and, with the `rl_engines` fixture (verl and OpenRLHF beside this
+venv, see tests/conftest.py), through the engines' own loaders, DataProto and executor."""
 
 from __future__ import annotations
 
@@ -134,10 +135,10 @@ def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, p
         assert outputs[i]["reward_extra_info"]["prm_steps"] == len(r.steps)
 
 
-def test_verl_manager_on_verls_own_dataproto_and_grpo(prm_folder, policy_tok, offline):
-    """Where verl is importable (verl 0.9.1 beside this venv, see docs/rl.md), verl loads the
-    files itself and its own DataProto and GRPO advantage give what the stand-in gives."""
-    pytest.importorskip("verl")
+def test_verl_manager_on_verls_own_dataproto_and_grpo(prm_folder, policy_tok, offline,
+                                                     rl_engines):
+    """verl 0.9.1 (beside this venv) loads the files itself, and its own DataProto and GRPO
+    advantage give what the stand-in gives."""
     from omegaconf import OmegaConf
     from verl import DataProto
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
@@ -237,11 +238,9 @@ def test_openrlhf_reward_file_as_its_executor_calls_it(prm_folder, policy_tok, o
 
 
 def test_openrlhf_reward_file_through_openrlhfs_own_executor(prm_folder, policy_tok, offline,
-                                                             monkeypatch):
-    """Where OpenRLHF is importable (0.11.2 beside this venv: `pip install --no-deps --target
-    DIR openrlhf==0.11.2`, then PYTHONPATH=DIR), its SingleTurnAgentExecutor loads this
-    file by path and fetches the reward as in training."""
-    pytest.importorskip("openrlhf")
+                                                             monkeypatch, rl_engines):
+    """OpenRLHF 0.11.2 (beside this venv)'s SingleTurnAgentExecutor loads this file by path
+    and fetches the reward as in training."""
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     monkeypatch.setenv("PRMKIT_MODEL", str(prm_folder))
