@@ -198,3 +198,20 @@ class TestSmolLM2:
         assert out.completions[0].text == tokenizer.decode(ref[0, ids.shape[1]:],
                                                            skip_special_tokens=True)
 
+
+
+def test_quiet_weight_casts_reaches_engine_processes_and_leaves_the_environment(monkeypatch):
+    import json
+    import os
+    from pathlib import Path
+
+    from prmkit.generation.vllm_backend import CAST_LOGGER, quiet_weight_casts
+
+    monkeypatch.delenv("VLLM_LOGGING_CONFIG_PATH", raising=False)
+    with quiet_weight_casts():
+        path = Path(os.environ["VLLM_LOGGING_CONFIG_PATH"])  # what engine processes read
+        config = json.loads(path.read_text())
+        assert config["loggers"][CAST_LOGGER]["filters"] == ["prmkit_weight_casts"]
+        assert config["loggers"]["vllm"]["handlers"] == ["vllm"]  # vLLM's own config kept
+    # a vLLM server started later (its access log) is not touched
+    assert "VLLM_LOGGING_CONFIG_PATH" not in os.environ and not path.exists()

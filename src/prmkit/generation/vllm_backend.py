@@ -8,11 +8,14 @@ vLLM starts an engine process: scripts that build a sampler need an
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import gc
 import itertools
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -69,32 +72,34 @@ class WeightCastFilter(logging.Filter):
         return not (len(args) == 3 and {str(args[1]), str(args[2])} <= FLOAT_DTYPES)
 
 
-def quiet_weight_casts() -> None:
-    """Install `WeightCastFilter` on vLLM's weight-loading logger, here and in the engine's
-    worker processes (which load the weights): vLLM's own logging config plus the filter,
-    written once and named by `VLLM_LOGGING_CONFIG_PATH`, which they inherit. A logging
-    config of the user's own (that variable already set) is left alone."""
+@contextlib.contextmanager
+def quiet_weight_casts():
+    """While an engine starts: `WeightCastFilter` on vLLM's weight-loading logger, here and
+    in the engine's worker processes (which load the weights), through vLLM's own logging
+    config plus the filter, named by `VLLM_LOGGING_CONFIG_PATH` for the processes started
+    meanwhile. The variable is put back afterwards (a vLLM server started later by the
+    same program keeps its own logging); a config of the user's own is left alone."""
     logger = logging.getLogger(CAST_LOGGER)
     if not any(isinstance(f, WeightCastFilter) for f in logger.filters):
         logger.addFilter(WeightCastFilter())
     if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get(
             "VLLM_CONFIGURE_LOGGING", "1") == "0":
+        yield
         return
-    import atexit
-    import copy
-    import tempfile
-
     from vllm.logger import DEFAULT_LOGGING_CONFIG
 
     config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
     config.setdefault("filters", {})["prmkit_weight_casts"] = {
         "()": f"{__name__}.WeightCastFilter"}
     config["loggers"][CAST_LOGGER] = {"filters": ["prmkit_weight_casts"]}
-    with tempfile.NamedTemporaryFile("w", prefix="prmkit-vllm-logging-", suffix=".json",
-                                     delete=False) as f:
-        json.dump(config, f)
-    atexit.register(lambda: Path(f.name).unlink(missing_ok=True))
-    os.environ["VLLM_LOGGING_CONFIG_PATH"] = f.name
+    with tempfile.TemporaryDirectory(prefix="prmkit-vllm-logging-") as folder:
+        path = Path(folder) / "logging.json"
+        path.write_text(json.dumps(config))
+        os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(path)
+        try:
+            yield
+        finally:
+            os.environ.pop("VLLM_LOGGING_CONFIG_PATH", None)
 
 
 def model_max_len(model: str) -> int:
@@ -144,12 +149,12 @@ class VllmSampler(StreamingSampler):
                     "max_num_batched_tokens": max(4096, max_model_len or model_max_len(self.model))
                     } if on_cpu else {}
         self.settings.update(no_split)
-        quiet_weight_casts()
-        self.llm = vllm.LLM(
-            model=self.model, dtype=dtype, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-            seed=seed, tensor_parallel_size=tensor_parallel_size, **no_split,
-        )
+        with quiet_weight_casts():
+            self.llm = vllm.LLM(
+                model=self.model, dtype=dtype, max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
+                seed=seed, tensor_parallel_size=tensor_parallel_size, **no_split,
+            )
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()
 
