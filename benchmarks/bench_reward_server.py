@@ -72,12 +72,13 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, model_dir: Path, dtype: str, extra: list[str]):
+    def __init__(self, model_dir: Path, dtype: str, extra: list[str], threads: int):
         self.url = f"http://127.0.0.1:{free_port()}"
         args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
                 "serve", str(model_dir), "--port", self.url.rsplit(":", 1)[1], "--dtype", dtype,
                 "--device", "cpu", "--log-level", "warning", *extra]
-        self.proc = subprocess.Popen(args, env={**os.environ, "PRMKIT_API_KEY": KEY},
+        env = {**os.environ, "PRMKIT_API_KEY": KEY, "OMP_NUM_THREADS": str(threads)}
+        self.proc = subprocess.Popen(args, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 180
         while True:
@@ -92,16 +93,17 @@ class Server:
                 raise RuntimeError("server did not start in 180 s")
             time.sleep(0.2)
 
-    def batches(self) -> tuple[float, float]:
-        """(batches run, requests batched) so far, from /metrics."""
+    def batches(self) -> tuple[float, float, float]:
+        """(batches run, requests batched, seconds scoring) so far, from /metrics."""
         text = httpx.get(self.url + "/metrics", headers=HEADERS, timeout=10).text
+        names = ("prmkit_reward_batch_requests_count", "prmkit_reward_batch_requests_sum",
+                 "prmkit_reward_batch_seconds_sum")
         found = {}
         for line in text.splitlines():
-            for name in ("prmkit_reward_batch_requests_count", "prmkit_reward_batch_requests_sum"):
+            for name in names:
                 if line.startswith(name + " "):
                     found[name] = float(line.split()[1])
-        return (found.get("prmkit_reward_batch_requests_count", 0.0),
-                found.get("prmkit_reward_batch_requests_sum", 0.0))
+        return tuple(found.get(name, 0.0) for name in names)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -147,7 +149,35 @@ def summary(rounds: list[dict]) -> dict:
             "rewards_per_s_by_round": [round(r["requests"] / r["seconds"], 2) for r in rounds],
             "latency_p50_ms": round(statistics.median(latencies) * 1000, 1),
             "latency_p95_ms": round(q[18] * 1000, 1),
-            "requests_per_batch": round(statistics.mean(r["requests_per_batch"] for r in rounds), 2)}
+            "requests_per_batch": round(statistics.mean(r["requests_per_batch"] for r in rounds), 2),
+            # the share of the wall time the server spent in the score function (the rest:
+            # HTTP, JSON, queueing, and the clients)
+            "scoring_share_of_time": round(statistics.mean(r["scoring_share"] for r in rounds), 2)}
+
+
+def model_ceiling(model_dir: Path, dtype: str, threads: int, n: int, rounds: int) -> dict:
+    """The most batching can give here: the contract on `n` completions at once against
+    one call each, in this process (no HTTP, no queue), `threads` torch threads."""
+    import torch
+
+    from prmkit.rewards.serving import Item, ScorerBackend
+
+    torch.set_num_threads(threads)
+    backend = ScorerBackend.from_pretrained(model_dir, dtype=dtype, device="cpu")
+    items = [Item(p, c) for p, c in workload(n, seed=n)]
+    backend.score(items)  # warm-up
+    together, alone = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        backend.score(items)
+        together.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for it in items:
+            backend.score([it])
+        alone.append(time.perf_counter() - start)
+    return {"completions": n, "together_ms": round(statistics.median(together) * 1000, 1),
+            "one_by_one_ms": round(statistics.median(alone) * 1000, 1),
+            "ratio": round(statistics.median(a / t for a, t in zip(alone, together)), 2)}
 
 
 def main() -> int:
@@ -160,15 +190,24 @@ def main() -> int:
                     help="requests per client at each level and round (at least 16 in all)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds per level, the two servers in alternating order")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads of each server (OMP_NUM_THREADS); the clients and the "
+                         "idle server share the rest")
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args()
 
     started, load_at_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         params = build_model(Path(tmp), args.hidden_size, args.layers)
-        servers = {"batched": Server(Path(tmp), args.dtype, []),
+        ceiling = model_ceiling(Path(tmp), args.dtype, args.threads, max(args.clients),
+                                args.rounds)
+        print(f"model alone, {ceiling['completions']} completions: at once "
+              f"{ceiling['together_ms']} ms, one by one {ceiling['one_by_one_ms']} ms "
+              f"({ceiling['ratio']:.2f}x)", flush=True)
+        servers = {"batched": Server(Path(tmp), args.dtype, [], args.threads),
                    "one_request_one_forward": Server(
-                       Path(tmp), args.dtype, ["--max-batch-requests", "1", "--max-wait-ms", "0"])}
+                       Path(tmp), args.dtype, ["--max-batch-requests", "1", "--max-wait-ms", "0"],
+                       args.threads)}
         try:
             for s in servers.values():  # warm-up
                 asyncio.run(load(s.url, 2, workload(8, seed=99)))
@@ -184,6 +223,7 @@ def main() -> int:
                         after = servers[name].batches()
                         got["requests_per_batch"] = round(
                             (after[1] - before[1]) / max(1.0, after[0] - before[0]), 2)
+                        got["scoring_share"] = (after[2] - before[2]) / got["seconds"]
                         level.setdefault(name, []).append(got)
                 runs = {name: level.pop(name) for name in servers}
                 level["max_reward_difference"] = max(
@@ -213,11 +253,12 @@ def main() -> int:
         "command": "python benchmarks/bench_reward_server.py " + " ".join(sys.argv[1:]),
         "model": {"kind": "random Llama PRM (prmkit tiny_random)", "hidden_size": args.hidden_size,
                   "layers": args.layers, "parameters": params, "dtype": args.dtype,
-                  "device": "cpu"},
+                  "device": "cpu", "server_torch_threads": args.threads},
         "workload": "one completion (3-6 steps) per POST /get_reward; each client sends its "
                     "next request when the last is answered",
         "batched_settings": {"batch_tokens": 16384, "max_wait_ms": 5.0},
         "levels": levels,
+        "model_alone": ceiling,
         "target": {"clients": top["clients"], "min_ratio": 3.0,
                    "met": top["throughput_ratio"] >= 3.0},
         **machine_facts(started, load_at_start),
