@@ -85,12 +85,14 @@ class Gate:
 class LiveServer:
     """The app under uvicorn in a thread on 127.0.0.1."""
 
-    def __init__(self, scorer, score=None, rules: TextRules | None = None, **settings):
-        backend = ScorerBackend(scorer)
+    def __init__(self, scorer, score=None, rules: TextRules | None = None, policy_tokenizer=None,
+                 **settings):
+        backend = ScorerBackend(scorer, policy_tokenizer=policy_tokenizer)
         settings = {"max_wait_ms": 20.0, **settings}
         self.engine = RewardEngine(score or backend.score, backend.count_tokens,
                                    EngineSettings(**settings))
-        self.app = create_app(self.engine, api_key=KEY, rules=rules)
+        self.app = create_app(self.engine, api_key=KEY, rules=rules,
+                              has_policy_tokenizer=policy_tokenizer is not None)
         self.url = f"http://127.0.0.1:{free_port()}"
         config = uvicorn.Config(self.app, host="127.0.0.1", port=int(self.url.rsplit(":", 1)[1]),
                                 log_level="warning", timeout_graceful_shutdown=20)
@@ -198,6 +200,28 @@ def test_openrlhf_rewards_mix_the_graders_verdict_at_the_servers_weight(scorer):
     assert body["rewards"] == pytest.approx([prm + 0.5, prm, prm], abs=1e-5)
     assert body["extra_logs"]["verifier"] == [1.0, 0.0, 0.0]
     assert body["extra_logs"]["verifier_graded"] == [1.0, 1.0, 0.0]
+
+
+def test_step_rewards_map_step_ends_onto_the_policys_own_tokens(scorer):
+    from prmkit.models.backbones import train_tokenizer
+
+    policy = train_tokenizer(STEPS * 3, vocab_size=300, split_digits=True)  # not the PRM's
+    prompts, completions = client_items(4)
+    ids = [policy(c, add_special_tokens=False)["input_ids"] for c in completions]
+    with LiveServer(scorer, policy_tokenizer=policy) as server:
+        r = httpx.post(server.url + "/v1/step_rewards", headers=AUTH, timeout=60, json={
+            "prompts": prompts, "completions": completions,
+            "policy_token_ids": [ids[0], None, ids[2]]})
+    assert r.status_code == 200, r.text
+    got = r.json()["results"]
+    by_ids = compute_step_rewards(scorer, prompts, completions, policy_tokenizer=policy,
+                                  policy_token_ids=ids)
+    by_text = compute_step_rewards(scorer, prompts, completions, policy_tokenizer=policy)
+    want = as_json([by_ids[0], by_text[1], by_ids[2]])
+    assert [[s["policy_token_end"] for s in g["steps"]] for g in got] == \
+        [[s["policy_token_end"] for s in w["steps"]] for w in want]
+    assert all(s["policy_token_end"] is not None for g in got for s in g["steps"])
+    assert_same_rewards(got, want)
 
 
 def test_overload_answers_503_with_retry_after_not_a_hang(scorer):
