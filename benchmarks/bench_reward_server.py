@@ -250,7 +250,7 @@ def main() -> int:
                 s.stop()
     top = max(levels, key=lambda lv: lv["clients"])
     result = {
-        "command": "python benchmarks/bench_reward_server.py " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python benchmarks/bench_reward_server.py", *sys.argv[1:]]),
         "model": {"kind": "random Llama PRM (prmkit tiny_random)", "hidden_size": args.hidden_size,
                   "layers": args.layers, "parameters": params, "dtype": args.dtype,
                   "device": "cpu", "server_torch_threads": args.threads},

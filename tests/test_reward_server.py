@@ -393,3 +393,28 @@ def test_serve_refuses_a_network_address_without_an_api_key(tmp_path, capsys, mo
     (tmp_path / "key").write_text("\n")
     assert main(["serve", str(tmp_path), "--api-key-file", str(tmp_path / "key")]) == 2
     assert f"--api-key-file {tmp_path / 'key'} is empty" in capsys.readouterr().err
+
+
+def test_a_request_that_breaks_the_score_function_fails_alone_and_its_batch_mates_get_theirs():
+    calls: list[int] = []
+
+    def score(items):
+        calls.append(len(items))
+        if any(it.completion == "bad" for it in items):
+            raise ValueError("cannot score 'bad'")
+        return [len(it.completion) for it in items]
+
+    async def run():
+        engine = RewardEngine(score, lambda items: [1] * len(items),
+                              EngineSettings(max_wait_ms=50))
+        await engine.start()
+        out = await asyncio.gather(engine.submit([Item("p", "ok")]),
+                                   engine.submit([Item("p", "bad"), Item("p", "x")]),
+                                   engine.submit([Item("p", "fine")]), return_exceptions=True)
+        await engine.close()
+        return out
+
+    ok, bad, fine = asyncio.run(run())
+    assert ok == [2] and fine == [4]
+    assert isinstance(bad, ValueError)
+    assert calls == [4, 1, 2, 1]  # the batch, then each request on its own

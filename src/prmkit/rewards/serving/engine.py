@@ -235,35 +235,44 @@ class RewardEngine:
         return batch
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             batch = await self._next_batch()
             if batch is None:
                 return
-            live = [j for j in batch if not j.future.done()]  # drop requests whose client left
-            if len(live) < len(batch):
-                self.observer.cancelled(len(batch) - len(live))
-            if not live:
-                continue
-            items = [it for j in live for it in j.items]
-            tokens = sum(j.tokens for j in live)
-            start = time.monotonic()
             try:
-                results = await loop.run_in_executor(self._executor, self.score_fn, items)
-                if len(results) != len(items):
-                    raise EngineError(f"the score function gave {len(results)} results for "
-                                      f"{len(items)} completions")
-            except Exception as e:  # noqa: BLE001 (isolated below, request by request)
-                await self._score_alone(live, e)
-            else:
-                offset = 0
-                for j in live:
-                    self._resolve(j, results[offset: offset + len(j.items)])
-                    offset += len(j.items)
-            seconds = time.monotonic() - start
-            self._note_speed(tokens, seconds)
-            self.batches_run += 1
-            self.observer.batch_done(len(live), len(items), tokens, seconds)
+                await self._run_batch(batch)
+            except Exception as e:  # a bug here must not leave requests waiting forever
+                log.exception("a batch failed outside the score function")
+                for j in batch:
+                    if not j.future.done():
+                        j.future.set_exception(e)
+
+    async def _run_batch(self, batch: list[Job]) -> None:
+        loop = asyncio.get_running_loop()
+        live = [j for j in batch if not j.future.done()]  # drop requests whose client left
+        if len(live) < len(batch):
+            self.observer.cancelled(len(batch) - len(live))
+        if not live:
+            return
+        items = [it for j in live for it in j.items]
+        tokens = sum(j.tokens for j in live)
+        start = time.monotonic()
+        try:
+            results = await loop.run_in_executor(self._executor, self.score_fn, items)
+            if len(results) != len(items):
+                raise EngineError(f"the score function gave {len(results)} results for "
+                                  f"{len(items)} completions")
+        except Exception as e:  # noqa: BLE001 (isolated below, request by request)
+            await self._score_alone(live, e)
+        else:
+            offset = 0
+            for j in live:
+                self._resolve(j, results[offset: offset + len(j.items)])
+                offset += len(j.items)
+        seconds = time.monotonic() - start
+        self._note_speed(tokens, seconds)
+        self.batches_run += 1
+        self.observer.batch_done(len(live), len(items), tokens, seconds)
 
     async def _score_alone(self, jobs: list[Job], error: Exception) -> None:
         """After a failed batch: each request on its own, so that only a bad one fails."""
