@@ -188,6 +188,21 @@ def test_openrlhf_response_without_steps_gets_the_null_reward_and_is_logged_as_n
     assert body["scores"] == body["rewards"] and "verifier" not in body["extra_logs"]
 
 
+def test_openrlhf_prompts_in_a_chat_template_give_the_prm_the_problem_alone(scorer):
+    rules = TextRules(problem_regex=r"<user>(?P<problem>.*?)</user>")
+    templated = [f"<user>{p}</user><assistant>" for p in PROBLEMS[:2]]
+    completions = [completion(1), completion(2)]
+    with LiveServer(scorer, rules=rules) as server:
+        post = lambda prompts: httpx.post(server.url + "/get_reward", headers=AUTH,  # noqa: E731
+                                          timeout=60, json={
+            "query": [p + c for p, c in zip(prompts, completions)], "prompts": prompts})
+        body = post(templated).json()
+        refused = post([templated[0], "no template"])
+    want = offline(scorer, PROBLEMS[:2], completions)
+    assert body["scores"] == pytest.approx([w.score for w in want], abs=1e-5)
+    assert refused.status_code == 422 and refused.json()["field"] == "prompts[1]"
+
+
 def test_openrlhf_rewards_mix_the_graders_verdict_at_the_servers_weight(scorer):
     prompt = PROBLEMS[1]
     text = "First, compute 3 * 4 = 12.\n\nNext, 12 - 5 = 7.\n\n# Answer\n\n7"
@@ -393,6 +408,10 @@ def test_serve_refuses_a_network_address_without_an_api_key(tmp_path, capsys, mo
     (tmp_path / "key").write_text("\n")
     assert main(["serve", str(tmp_path), "--api-key-file", str(tmp_path / "key")]) == 2
     assert f"--api-key-file {tmp_path / 'key'} is empty" in capsys.readouterr().err
+    for regex, says in [("(unclosed", "is not a regular expression"),
+                        ("user: (.*)", "has no (?P<problem>...) group")]:
+        assert main(["serve", str(tmp_path), "--problem-regex", regex]) == 2
+        assert f"--problem-regex: {regex!r} {says}" in capsys.readouterr().err
 
 
 def test_a_request_that_breaks_the_score_function_fails_alone_and_its_batch_mates_get_theirs():

@@ -101,9 +101,14 @@ class TextRules:
     verifier_weight: float = 0.0  # /get_reward: + weight x the grader's verdict vs the label
 
     def __post_init__(self):
-        if self.problem_regex is not None and "problem" not in re.compile(
-                self.problem_regex).groupindex:
-            raise ValueError(f"problem_regex {self.problem_regex!r} has no (?P<problem>...) group")
+        if self.problem_regex is None:
+            return
+        try:
+            groups = re.compile(self.problem_regex).groupindex
+        except re.error as e:
+            raise ValueError(f"{self.problem_regex!r} is not a regular expression: {e}") from None
+        if "problem" not in groups:
+            raise ValueError(f"{self.problem_regex!r} has no (?P<problem>...) group")
 
     def problem(self, prompt: str, field: str) -> str:
         if self.problem_regex is None:
@@ -116,7 +121,6 @@ class TextRules:
     @property
     def end_tokens(self) -> tuple[str, ...]:
         return (*END_TOKENS, *self.strip)
-
 
 
 def openrlhf_items(req: OpenRLHFRequest, rules: TextRules) -> list[Item]:
