@@ -13,7 +13,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import orjson
@@ -29,10 +29,10 @@ CLIENT_GONE = 499
 DEFAULT_MAX_BODY = 64 << 20
 
 
-def _authorizer(api_key: str | None) -> Callable[[Request], None]:
+def _authorizer(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
     expected = api_key.encode() if api_key else None
 
-    def authorized(request: Request) -> None:
+    async def authorized(request: Request) -> None:  # async: no worker thread per request
         if expected is None:
             return
         given = request.headers.get("x-api-key")
