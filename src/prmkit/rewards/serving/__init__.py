@@ -1,6 +1,6 @@
 """prmkit.rewards.serving: a PRM as a reward service (`prmkit serve`, docs/rl.md).
 
-    from prmkit.rewards.serving import RewardEngine, ScorerBackend, create_app
+    from prmkit.rewards.serving import EngineSettings, RewardEngine, ScorerBackend, create_app
     backend = ScorerBackend.from_pretrained("runs/prm/model")
     engine = RewardEngine(backend.score, backend.count_tokens, EngineSettings(max_wait_ms=5))
     app = create_app(engine, api_key="...")   # run with uvicorn
