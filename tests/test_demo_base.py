@@ -65,7 +65,7 @@ class _Oracle(torch.nn.Module):
         nxt = torch.roll(input_ids, -1, dims=1)
         if self.wrong is not None:
             nxt = torch.where(nxt == self.wrong, (nxt + 1) % self.vocab, nxt)
-        logits = torch.nn.functional.one_hot(nxt, self.vocab).float()
+        logits = 50.0 * torch.nn.functional.one_hot(nxt, self.vocab).float()
         return type("Out", (), {"logits": logits})
 
 
@@ -144,3 +144,21 @@ def test_table_coverage_counts_the_held_out_steps_whose_operands_are_facts():
     sums = {f for f in everything if f[0] == "+"}
     cov = table_coverage(sums, problems, pools)
     assert cov["+"] == 1.0 and cov["*"] in (0.0, None)
+
+
+def test_written_result_probs_are_the_base_check_of_each_written_result(counted_pretraining):
+    from prmkit.demo.skill import written_result_probs
+
+    folder = base_folder(base_with_overrides(BaseConfig(), TINY), progress=False)
+    _, tokenizer = load_backbone(str(folder))
+    problems, pools = heldout_text(test=6, samples=2)
+    probs = written_result_probs(_Oracle(len(tokenizer)), tokenizer, problems, pools)
+    assert [len(p) for p in probs] == [len(p) for p in pools]
+    assert all(v > 0.99 for pool in probs for sol in pool for v in sol)
+    seven = tokenizer("7", add_special_tokens=False)["input_ids"][0]
+    probs = written_result_probs(_Oracle(len(tokenizer), wrong=seven), tokenizer, problems, pools)
+    for pool, scored in zip(pools, probs):
+        for steps, sol in zip(pool, scored):
+            for step, v in zip(steps, sol):
+                has_seven = "=" in step and "7" in step.rsplit("=", 1)[1]
+                assert (v < 0.01) == has_seven, (step, v)

@@ -59,6 +59,7 @@ class DemoConfig:
     # seed: each seed pretrains its own backbone (the fields above); mathmix [FIELD=VALUE ...]
     # or a folder: every seed starts from one shared base (prmkit.demo.base.resolve_base)
     base: str = "seed"
+    lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -96,7 +97,8 @@ def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg:
         data=DataConfig(examples=examples, eval_fraction=0.05),
         backbone=str(backbone_dir),
         model=model_cfg,
-        lora=LoraSection(enabled=False),
+        lora=LoraSection(enabled=cfg.lora_rank > 0, r=max(cfg.lora_rank, 1),
+                         alpha=2 * max(cfg.lora_rank, 1)),
         lr=cfg.lr,
         max_steps=cfg.reward_steps,
         batch_tokens=cfg.batch_tokens,

@@ -15,9 +15,11 @@ from prmkit.demo.mathmix import step_facts
 from prmkit.demo.trees import OPS, _apply
 
 
-def _targets(problem_text: str, steps) -> tuple[str, list[tuple[int, int, str]]]:
-    """The text as the reward models read it and, per exact step, (start, end, op): the
-    characters of its result, the newline at `end`."""
+def _targets(problem_text: str, steps, exact_only: bool = True,
+             ) -> tuple[str, list[tuple[int, int, str]]]:
+    """The text as the reward models read it and, per exact step (every computation step
+    with exact_only=False: (start, end, op, index of the step)), the characters of its
+    result, the newline at `end`."""
     text = problem_text + "\n" + "\n".join(steps)
     spans, pos = [], len(problem_text) + 1
     for k, s in enumerate(steps):
@@ -25,11 +27,45 @@ def _targets(problem_text: str, steps) -> tuple[str, list[tuple[int, int, str]]]
         if facts and k < len(steps) - 1:
             op, a, b = facts[0]
             written = s.rsplit("=", 1)[1].strip()
-            if written == str(_apply(op, a, b)) and s.endswith(written):
+            if s.endswith(written) and (written == str(_apply(op, a, b)) or not exact_only):
                 end = pos + len(s)
-                spans.append((end - len(written), end, op))
+                spans.append((end - len(written), end, op) if exact_only
+                             else (end - len(written), end, op, k))
         pos += len(s) + 1
     return text, spans
+
+
+@torch.no_grad()
+def written_result_probs(model, tokenizer, problems, pools, batch_size: int = 32,
+                         device: str | torch.device | None = None) -> list:
+    """Per problem, solution and step: the model's probability of the result as written
+    (its digits and the end of the line) after `a op b = `; 1.0 for a step with no
+    computation to check. A base's own check of each step, with no reward training."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model.eval()
+    out = [[[1.0] * len(steps) for steps in pool] for pool in pools]
+    items = [(i, j, *_targets(prob.text, list(steps), exact_only=False))
+             for i, (prob, pool) in enumerate(zip(problems, pools))
+             for j, steps in enumerate(pool)]
+    for k in range(0, len(items), batch_size):
+        chunk = items[k: k + batch_size]
+        enc = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True)
+               for _, _, t, _ in chunk]
+        seqs = [[tokenizer.bos_token_id] + e["input_ids"] for e in enc]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for r, s in enumerate(seqs):
+            ids[r, : len(s)] = torch.tensor(s)
+            mask[r, : len(s)] = 1
+        logp = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        logp = logp.log_softmax(-1).cpu()
+        for r, ((i, j, _, spans), e) in enumerate(zip(chunk, enc)):
+            starts = [a for a, _ in e["offset_mapping"]]
+            for start, end, _, step in spans:
+                toks = [t + 1 for t, a in enumerate(starts) if start <= a <= end]
+                out[i][j][step] = float(sum(logp[r, t - 1, seqs[r][t]] for t in toks).exp())
+    return out
 
 
 @torch.no_grad()
