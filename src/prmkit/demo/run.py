@@ -60,6 +60,7 @@ class DemoConfig:
     # or a folder: every seed starts from one shared base (prmkit.demo.base.resolve_base)
     base: str = "seed"
     lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
+    formulation: str = "head"  # head: a new MLP head; token: the LM head read at label tokens
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -88,7 +89,7 @@ def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
 def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: DemoConfig,
                         seed: int) -> Path:
     """PRM or ORM through prmkit's trainer; both see the same solutions and settings."""
-    model_cfg = RewardModelConfig(objective=kind, formulation="head", head="mlp",
+    model_cfg = RewardModelConfig(objective=kind, formulation=cfg.formulation, head="mlp",
                                   step_format=StepFormat(step_separator="\n",
                                                          prompt_template="{problem}\n",
                                                          max_length=512))
