@@ -115,3 +115,16 @@ def test_calibration_plot_read_back(tmp_path):
     assert ax["ylabel"] == "share of steps correct"
     assert _values(ax["xticks"])[0] == 0.0 and _values(ax["xticks"])[-1] == 1.0
     assert "perfect calibration" in ax["legend"]
+
+
+def test_demo_experiment_curves_use_the_helper(tmp_path):
+    from prmkit.demo.small_scale import plot_series
+
+    series = {"PRM": {"x": [8, 16, 32], "mean": [0.2, 0.25, 0.3], "std": [0.01, 0.02, 0.0],
+                      "color": "C0"},
+              "fit: PRM": {"x": [8, 16, 32], "mean": [0.2, 0.25, 0.3], "std": [0, 0, 0],
+                           "ls": ":", "color": "C0"}}
+    (ax,) = read_axes(plot_series(series, tmp_path / "s.png", "samples per problem", "t"))
+    assert ax["ylabel"] == "% of test problems solved"
+    assert all(t["label"].endswith("%") for t in ax["yticks"])
+    assert _labels(ax["xticks"]) == ["8", "16", "32"] and ax["xlabel"] == "samples per problem"

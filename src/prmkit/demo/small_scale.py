@@ -273,25 +273,13 @@ def mean_std(values: Sequence[Sequence[float]]) -> tuple[list[float], list[float
 
 def plot_series(series: dict[str, dict], path: Path, xlabel: str, title: str) -> Path:
     """{label: {"x", "mean", "std", optional "ls" and "color"}} (accuracies in 0..1): mean
-    with a +-1 std band, log2 x axis."""
-    from prmkit.evaluation.report import new_figure, save_figure
+    with a +-1 std band against a log2 x axis; a dashed or dotted series is a reference."""
+    from prmkit.evaluation.plots import Curve, Panel, plot_curves
 
-    fig, ax = new_figure(figsize=(6.5, 4.2))
-    for label, s in series.items():
-        x = np.array(s["x"], dtype=float)
-        y, e = 100 * np.array(s["mean"]), 100 * np.array(s["std"])
-        line, = ax.plot(x, y, marker="o" if s.get("ls", "-") == "-" else None, ms=4,
-                        label=label, ls=s.get("ls", "-"), color=s.get("color"))
-        if e.any():
-            ax.fill_between(x, y - e, y + e, alpha=0.15, color=line.get_color())
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("% of test problems solved")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    curves = [Curve(label, s["x"], s["mean"], s["std"] if np.any(s["std"]) else (),
+                    "line" if s.get("ls", "-") == "-" else "reference", color=s.get("color"))
+              for label, s in series.items()]
+    return plot_curves([Panel(curves, xlabel, ylabel="% of test problems solved")], path, title)
 
 
 def pct(mean: float, std: float) -> str:

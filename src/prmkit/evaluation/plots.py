@@ -44,6 +44,7 @@ class Curve:
     kind: Literal["line", "variant", "reference"] = "line"
     point_labels: Sequence[str] = ()  # drawn beside each point (e.g. "N=4")
     group: str | None = None  # a variant's base curve (shares its dodged positions)
+    color: str | None = None  # matplotlib's cycle by default
 
 
 @dataclass
@@ -146,7 +147,7 @@ def _draw_panel(ax, panel: Panel) -> None:
                      "zorder": 3}
         else:
             style = {"ls": "-", "marker": marker, "ms": 5, "zorder": 4}
-        line, = ax.plot(x, y, label=c.label, **style)
+        line, = ax.plot(x, y, label=c.label, color=c.color, **style)
         if len(c.std):
             lo = [a - 100 * d for a, d in zip(y, c.std)]
             hi = [a + 100 * d for a, d in zip(y, c.std)]
