@@ -144,42 +144,6 @@ def evaluate_results(files: Sequence[ResultFile], gold: dict[str, str] | None = 
     return result
 
 
-def plot_search_curves(result: dict, path: str | os.PathLike,
-                       title: str = "Search: accuracy against compute"):
-    """Two panels side by side: accuracy against generated tokens per problem, and
-    against N; one line per method (points sorted by budget), references dashed."""
-    from prmkit.evaluation.report import new_figure, save_figure
-
-    fig, (by_tokens, by_n) = new_figure(1, 2, figsize=(11, 4.2), sharey=True)
-    methods: dict[str, list[dict]] = {}
-    for p in result["points"]:
-        methods.setdefault(p["method"], []).append(p)
-    for method, pts in methods.items():
-        pts = sorted(pts, key=lambda p: p["n"])
-        y = [100 * p["accuracy"] for p in pts]
-        style = {"marker": "s", "ls": ":"} if method.endswith("(weighted vote)") else {
-            "marker": "o"}
-        by_tokens.plot([p["generated_tokens"] for p in pts], y, ms=4, label=method, **style)
-        by_n.plot([p["n"] for p in pts], y, ms=4, label=method, **style)
-    ref = result.get("references")
-    if ref:
-        for key, name in (("pass_at_n", "pass@N"), ("majority", "majority vote")):
-            y = [100 * a for a in ref[key]]
-            by_tokens.plot(ref["generated_tokens"], y, "--", color="gray" if key == "pass_at_n"
-                           else "k", label=name)
-            by_n.plot(ref["n"], y, "--", color="gray" if key == "pass_at_n" else "k",
-                      label=name)
-    for ax, xlabel in ((by_tokens, "generated tokens per problem"),
-                       (by_n, "N (candidates per problem)")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel(xlabel)
-        ax.grid(alpha=0.3)
-    by_tokens.set_ylabel("% problems solved")
-    by_n.legend(fontsize=8)
-    fig.suptitle(f"{title} ({result['problems']} problems)")
-    return save_figure(fig, path)
-
-
 def report_table(result: dict) -> dict:
     """One row per point, for `evaluation.report.write_report`."""
     cols = ["method", "N", "aggregation", "accuracy", "generated tokens / problem",
