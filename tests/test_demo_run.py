@@ -38,6 +38,23 @@ def test_quick_demo_writes_metrics_report_and_plots(quick_runs):
     assert (out / "calibration.png").stat().st_size > 0
 
 
+def test_quick_demo_reports_each_error_kind_for_both_reward_models(quick_runs):
+    from prmkit.demo.error_kinds import KINDS
+
+    out, _ = quick_runs[0]
+    metrics = json.loads((out / "metrics.json").read_text())
+    kinds = metrics["error_kinds"]
+    assert set(kinds) == {*KINDS, "right", "other"}
+    for model in ("prm", "orm"):
+        picks = sum(kinds[k][f"{model}_picks"] for k in kinds)
+        assert picks == pytest.approx(1.0)  # every best-of-N pick has exactly one kind
+        for seed in metrics["per_seed"]:
+            auroc = seed["error_kinds"][model]["step_auroc"]
+            assert all(v is None or 0.0 <= v <= 1.0 for v in auroc.values())
+    assert sum(kinds[k]["pool"] for k in kinds) == pytest.approx(1.0)
+    assert "Per error kind" in (out / "report.html").read_text()
+
+
 def test_demo_same_seed_same_figures(quick_runs):
     (_, a), (_, b) = quick_runs
     assert a["seconds"] != 0
