@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
 
-from prmkit.data.io import cache_dir
+from prmkit.data.io import atomic_folder, cache_dir
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.mathmix import MathMixConfig, build_mathmix
 
@@ -109,18 +106,9 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
             "device": str(next(model.parameters()).device if device is None else device),
             "threads": torch.get_num_threads(), "facts": len(mm.table),
             "solutions": len(mm.solutions), "fact_lines": cfg.mathmix.fact_lines}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
-    try:
+    with atomic_folder(out) as tmp:
         save_backbone(model, tokenizer, tmp)
         (tmp / "base.json").write_text(json.dumps(info, indent=1))
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

