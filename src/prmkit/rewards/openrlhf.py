@@ -1,6 +1,6 @@
 """OpenRLHF entry points, written against OpenRLHF 0.11.2's reward interface (OpenRLHF pins
-transformers==5.15.0, flash-attn and ray, so prmkit's tests call these exactly as its
-`SingleTurnAgentExecutor` does; see docs/rl.md).
+transformers==5.15.0, so prmkit's tests run its own `SingleTurnAgentExecutor` from a side
+folder installed without its dependencies; see docs/rl.md).
 
 This file is itself a `--remote_rm_url` reward file: OpenRLHF loads it by path and calls
 ``reward_func(queries, prompts, labels)`` (one sample per call, in a thread), where each

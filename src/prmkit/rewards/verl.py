@@ -1,6 +1,6 @@
-"""verl entry points, written against verl 0.9.1's reward interfaces (verl itself pins
-transformers<5.11 and pulls ray, so prmkit's tests call these exactly as verl does with
-stand-ins of its `DataProto`; see docs/rl.md).
+"""verl entry points, written against verl 0.9.1's reward interfaces (verl pins
+transformers<5.11, so prmkit's tests run verl's own loaders and `DataProto` from a side
+folder installed without its dependencies; see docs/rl.md).
 
 - `compute_score(data_source, solution_str, ground_truth, extra_info)`: a
   ``custom_reward_function`` (one scalar per response, placed by verl on its last token);
