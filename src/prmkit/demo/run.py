@@ -23,6 +23,7 @@ from prmkit.demo import world
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.base import base_info, resolve_base
 from prmkit.demo.error_kinds import kind_report, kinds_table, pick_indices, summarise_kinds
+from prmkit.demo.lm_loss import LMKeepingRewardModel
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
 from prmkit.evaluation.bon import ProblemPool
@@ -61,6 +62,7 @@ class DemoConfig:
     base: str = "seed"
     lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
     formulation: str = "head"  # head: a new MLP head; token: the LM head read at label tokens
+    lm_loss_weight: float = 0.0  # > 0: reward models keep that much next-token loss (lm_loss.py)
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -93,7 +95,10 @@ def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg:
                                   step_format=StepFormat(step_separator="\n",
                                                          prompt_template="{problem}\n",
                                                          max_length=512))
-    model = StepRewardModel.from_backbone(str(backbone_dir), config=model_cfg)
+    model_cls = LMKeepingRewardModel if cfg.lm_loss_weight > 0 else StepRewardModel
+    model = model_cls.from_backbone(str(backbone_dir), config=model_cfg)
+    if cfg.lm_loss_weight > 0:
+        model.lm_loss_weight = cfg.lm_loss_weight
     tcfg = RewardTrainingConfig(
         data=DataConfig(examples=examples, eval_fraction=0.05),
         backbone=str(backbone_dir),
