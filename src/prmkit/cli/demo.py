@@ -5,6 +5,11 @@ small reward models supervised by the demo's PRM (synthetic supervision) and lab
 samples chosen by a selector PRM (active learning); reports under OUT/synthetic and
 OUT/active, trained models cached under OUT/work (the demo's PRM is reused from there).
 
+`--experiment capacity`: best-of-64 (PRM, ORM, majority vote) against the skill of the shared
+MathMix base (pretrained 0, 1/4, 1/2, 1 and 2 times its default steps), per seed of
+`--seeds`, with the base's regime indicator and per-kind step AUROC beside each point;
+OUT/capacity/capacity.json and .png, each (base, seed) cached under OUT/work (resumable).
+
 `--experiment base-skill` builds (or reads from the cache) the MathMix base named by
 `--base` and prints its regime indicator, the share of held-out step results it computes
 exactly per operation, into OUT/base_skill.json. `--base` also makes every seed of the
@@ -21,7 +26,7 @@ def register(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="demo-output", help="report folder (default: demo-output)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
-    p.add_argument("--experiment", choices=["synthetic", "active", "all", "base-skill"],
+    p.add_argument("--experiment", choices=["synthetic", "active", "all", "base-skill", "capacity"],
                    default=None, help="the paper's small-scale experiments, or the base "
                    "model's regime indicator, instead of the main demo")
     p.add_argument("--base", default=None, metavar="SPEC",
@@ -46,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise PrmkitError("--seeds is empty")
     if args.experiment == "base-skill":
         return _base_skill(args.base or "mathmix", Path(args.out), not args.no_progress)
+    if args.experiment == "capacity":
+        return _capacity(seeds, Path(args.out), args.quick, not args.no_progress)
     if args.experiment:
         from dataclasses import replace
 
@@ -91,4 +98,16 @@ def _base_skill(spec: str, out, progress: bool) -> int:
         {"base": str(folder), "settings": info.get("config"),
          "build_seconds": info.get("seconds"), "skill": skill}, indent=1))
     print(f"[demo] base {folder}: {format_skill(skill)}")
+    return 0
+
+
+def _capacity(seeds, out, quick: bool, progress: bool) -> int:
+    from dataclasses import replace
+
+    from prmkit.demo.capacity import CapacityConfig, quick_capacity, run_capacity
+    from prmkit.demo.run import DemoConfig
+
+    cfg = quick_capacity(seeds) if quick else CapacityConfig(demo=DemoConfig(seeds=seeds))
+    run_capacity(out / "capacity", replace(cfg, demo=replace(cfg.demo, progress=progress)),
+                 out / "work")
     return 0

@@ -35,6 +35,9 @@ def pretrain_lm(model, tokenizer, documents: list[str], steps: int, seed: int,
                 progress: bool = True, device: str | torch.device | None = None) -> list[float]:
     """Next-token pretraining on `documents` packed into blocks; returns the loss curve.
     device: where to train (default: where the model is, the CPU for a new one)."""
+    if steps <= 0:  # an untrained base (the capacity experiment's budget 0)
+        model.eval()
+        return []
     rng = random.Random(seed)
     ids: list[int] = []
     docs = list(documents)

@@ -176,7 +176,8 @@ def train_seed_models(seed: int, cfg: DemoConfig, sw: SeedWorld, work: Path) -> 
     if shared is not None:
         backbone_dir = work / "backbone"
         shutil.copytree(shared, backbone_dir, dirs_exist_ok=True)
-        lm_losses = base_info(shared)["lm_loss"] if (shared / "base.json").is_file() else [0, 0]
+        lm_losses = (base_info(shared)["lm_loss"] if (shared / "base.json").is_file()
+                     else []) or [0, 0]
     else:
         docs = world.corpus_documents(splits.pretrain)
         backbone, tokenizer = build_backbone(
