@@ -28,3 +28,21 @@ def test_output_piped_into_head_ends_quietly_without_a_traceback(tmp_path):
     assert json.loads(first)["answer"] == "0"
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_deepspeed_accelerator_warning_goes_to_stderr_not_before_json_output():
+    """DeepSpeed's logger writes to stdout; imported by transformers/accelerate during model
+    loading, its "Setting accelerator to CPU" line landed before `--json` output."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from prmkit.cli import keep_stdout_for_results; keep_stdout_for_results(); "
+            "from deepspeed.accelerator import get_accelerator; get_accelerator(); "
+            "print('{\"ok\": true}')")
+    env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"ok": true}\n'
+    assert "Setting accelerator to CPU" in done.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 
@@ -35,7 +36,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Libraries whose loggers write to stdout (DeepSpeed: "Setting accelerator to CPU" when
+# transformers or accelerate import it), which would land before a command's JSON.
+STDOUT_LOGGERS = ("DeepSpeed",)
+
+
+def keep_stdout_for_results() -> None:
+    """Send the log handlers that those libraries attach to stdout to stderr instead."""
+    for name in STDOUT_LOGGERS:
+        log = logging.getLogger(name)
+        for h in log.handlers:
+            _to_stderr(h)
+        if getattr(log, "_prmkit_stderr", False):
+            continue
+        add = log.addHandler
+
+        def add_to_stderr(handler: logging.Handler, add=add) -> None:
+            add(_to_stderr(handler))
+
+        log.addHandler = add_to_stderr
+        log._prmkit_stderr = True
+
+
+def _to_stderr(handler: logging.Handler) -> logging.Handler:
+    if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+        handler.setStream(sys.stderr)
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
+    keep_stdout_for_results()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
