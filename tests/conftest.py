@@ -13,9 +13,10 @@ RL_ENGINES = Path(sys.prefix) / "rl-engines"
 
 @pytest.fixture
 def shared_data() -> Path:
-    """../shared/data beside the checkout; tests that need it skip when it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present")
+    """../shared/data beside the checkout (where CI and every checkout have it): a test that
+    needs it fails, never skips, when it is absent."""
+    if not (SHARED_DATA / "prm800k").is_dir():
+        pytest.fail(f"{SHARED_DATA} is missing: these tests read the real data there")
     return SHARED_DATA
 
 

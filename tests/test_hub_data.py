@@ -103,7 +103,6 @@ def test_local_copy_is_used_before_the_hub_cache(hub_cache, tmp_path, monkeypatc
 
 
 def test_parquet_split_is_read_through_datasets(hub_cache):
-    pytest.importorskip("datasets")
     import pyarrow as pa
     import pyarrow.parquet as pq
 

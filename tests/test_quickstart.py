@@ -7,14 +7,11 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
 from prmkit.cli import main
 from prmkit.evaluation.plots import read_axes
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "quickstart.md"
-DATA = ROOT.parent / "shared" / "data"
 
 
 def page_commands() -> list[list[str]]:
@@ -33,8 +30,8 @@ def test_the_page_walks_the_whole_first_hour():
     assert "eval_max_examples=30" in train and "max_steps=5" in train
 
 
-@pytest.mark.skipif(not (DATA / "prm800k").is_dir(), reason="needs ../shared/data")
-def test_quickstart_runs_as_written_with_tiny_models(tmp_path, tiny_lm, capsys, monkeypatch):
+def test_quickstart_runs_as_written_with_tiny_models(tmp_path, tiny_lm, capsys, monkeypatch,
+                                                     shared_data):
     monkeypatch.chdir(ROOT)
     run = tmp_path / "first-hour"
     tiny = {"smollm2-135m": str(tiny_lm), "runs/first-hour": str(run)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import trl
 from test_rewards_contract import POLICY_TEXT
 from test_scoring import make_model
 
@@ -14,7 +15,6 @@ from prmkit.rewards.contract import compute_step_rewards
 from prmkit.rewards.trl import ProcessReward, TRLInterfaceError, VerifierReward, check_trl_interface
 from prmkit.scoring import Scorer
 
-trl = pytest.importorskip("trl")
 PROBLEM = "What is 2x + 3 = 11?"
 
 
