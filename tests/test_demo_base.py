@@ -162,3 +162,17 @@ def test_written_result_probs_are_the_base_check_of_each_written_result(counted_
             for step, v in zip(steps, sol):
                 has_seven = "=" in step and "7" in step.rsplit("=", 1)[1]
                 assert (v < 0.01) == has_seven, (step, v)
+
+
+def test_demo_settings_take_overrides_and_refuse_unknown_ones():
+    from prmkit.demo.base import with_overrides
+    from prmkit.demo.run import DemoConfig
+
+    cfg = with_overrides(DemoConfig(), ["lora_rank=16", "formulation=token", "threads=1",
+                                        "seeds=0", "progress=false"])
+    assert (cfg.lora_rank, cfg.formulation, cfg.threads, cfg.seeds) == (16, "token", 1, (0,))
+    assert cfg.progress is False
+    with pytest.raises(ValueError, match="no field 'rank'"):
+        with_overrides(cfg, ["rank=16"])
+    with pytest.raises(ValueError, match="no field 'steps'"):
+        with_overrides(cfg, ["base.steps=3"])

@@ -33,6 +33,9 @@ def register(sub) -> None:
                    help="seed (each seed pretrains its own backbone, the default), mathmix "
                    "['FIELD=VALUE ...'] (the cached MathMix base, e.g. 'mathmix steps=8000') "
                    "or a saved base folder")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a setting of the main demo (prmkit.demo.run.DemoConfig), "
+                   "e.g. --set lora_rank=16 --set threads=1; repeatable")
     p.add_argument("--quick", action="store_true", help="a much smaller run (a smoke test)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=run)
@@ -74,6 +77,13 @@ def run(args: argparse.Namespace) -> int:
     cfg.progress = not args.no_progress
     if args.base:
         cfg.base = args.base
+    if args.set:
+        from prmkit.demo.base import with_overrides
+
+        try:
+            cfg = with_overrides(cfg, args.set)
+        except ValueError as e:
+            raise PrmkitError(str(e)) from None
     run_demo(args.out, cfg)
     return 0
 

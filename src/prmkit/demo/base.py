@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 import torch
@@ -43,24 +43,34 @@ class BaseConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def base_with_overrides(cfg: BaseConfig, items: list[str]) -> BaseConfig:
-    """`cfg` with `FIELD=VALUE` overrides; MathMix settings as `mathmix.FIELD=VALUE`."""
+def with_overrides(cfg, items: list[str]):
+    """A copy of the dataclass `cfg` with `FIELD=VALUE` overrides (typed as the field's
+    current value; tuples comma-separated); a nested dataclass's fields as `OUTER.FIELD`."""
     for item in items:
         key, _, value = item.partition("=")
-        target, name = (cfg.mathmix, key[len("mathmix."):]) if key.startswith("mathmix.") \
-            else (cfg, key)
-        names = {f.name for f in fields(target)}
-        if name not in names or name == "mathmix":
+        outer, _, name = key.rpartition(".")
+        target = getattr(cfg, outer) if outer and is_dataclass(getattr(cfg, outer, None)) else cfg
+        current = getattr(target, name, None)
+        if (outer and target is cfg) or name not in {f.name for f in fields(target)} \
+                or is_dataclass(current):
             raise ValueError(f"--set {item}: {type(target).__name__} has no field {name!r}")
-        current = getattr(target, name)
         try:
-            new = (tuple(int(v) for v in value.split(",") if v) if isinstance(current, tuple)
-                   else type(current)(value))
-        except ValueError as e:
+            if isinstance(current, tuple):
+                new = tuple(int(v) for v in value.split(",") if v)
+            elif isinstance(current, bool):
+                new = {"true": True, "false": False}[value.lower()]
+            else:
+                new = type(current)(value)
+        except (ValueError, KeyError) as e:
             raise ValueError(f"--set {item}: {e}") from None
         target = replace(target, **{name: new})
-        cfg = replace(cfg, mathmix=target) if key.startswith("mathmix.") else target
+        cfg = replace(cfg, **{outer: target}) if outer else target
     return cfg
+
+
+def base_with_overrides(cfg: BaseConfig, items: list[str]) -> BaseConfig:
+    """`cfg` with `FIELD=VALUE` overrides; MathMix settings as `mathmix.FIELD=VALUE`."""
+    return with_overrides(cfg, items)
 
 
 def base_folder(cfg: BaseConfig | None = None, progress: bool = True,

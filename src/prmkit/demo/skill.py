@@ -35,6 +35,21 @@ def _targets(problem_text: str, steps, exact_only: bool = True,
     return text, spans
 
 
+def _forward(model, tokenizer, texts: list[str], device):
+    """One right-padded forward of `texts` after a BOS: (encodings with offsets, the token
+    sequences, the logits on the CPU)."""
+    enc = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True) for t in texts]
+    seqs = [[tokenizer.bos_token_id] + e["input_ids"] for e in enc]
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, seq in enumerate(seqs):
+        ids[r, : len(seq)] = torch.tensor(seq)
+        mask[r, : len(seq)] = 1
+    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+    return enc, seqs, logits.cpu()
+
+
 @torch.no_grad()
 def written_result_probs(model, tokenizer, problems, pools, batch_size: int = 32,
                          device: str | torch.device | None = None) -> list:
@@ -49,17 +64,8 @@ def written_result_probs(model, tokenizer, problems, pools, batch_size: int = 32
              for j, steps in enumerate(pool)]
     for k in range(0, len(items), batch_size):
         chunk = items[k: k + batch_size]
-        enc = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True)
-               for _, _, t, _ in chunk]
-        seqs = [[tokenizer.bos_token_id] + e["input_ids"] for e in enc]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for r, s in enumerate(seqs):
-            ids[r, : len(s)] = torch.tensor(s)
-            mask[r, : len(s)] = 1
-        logp = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-        logp = logp.log_softmax(-1).cpu()
+        enc, seqs, logits = _forward(model, tokenizer, [t for _, _, t, _ in chunk], device)
+        logp = logits.float().log_softmax(-1)
         for r, ((i, j, _, spans), e) in enumerate(zip(chunk, enc)):
             starts = [a for a, _ in e["offset_mapping"]]
             for start, end, _, step in spans:
@@ -85,15 +91,8 @@ def step_result_skill(model, tokenizer, problems, pools, batch_size: int = 32,
     total = {op: 0 for op in OPS}
     for k in range(0, len(items), batch_size):
         chunk = items[k: k + batch_size]
-        enc = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True) for t, _ in chunk]
-        seqs = [[tokenizer.bos_token_id] + e["input_ids"] for e in enc]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, s in enumerate(seqs):
-            ids[i, : len(s)] = torch.tensor(s)
-            mask[i, : len(s)] = 1
-        pred = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.argmax(-1).cpu()
+        enc, seqs, logits = _forward(model, tokenizer, [t for t, _ in chunk], device)
+        pred = logits.argmax(-1)
         for i, ((_, spans), e) in enumerate(zip(chunk, enc)):
             starts = [a for a, _ in e["offset_mapping"]]
             for start, end, op in spans:
