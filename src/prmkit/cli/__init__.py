@@ -64,6 +64,19 @@ def _to_stderr(handler: logging.Handler) -> logging.Handler:
     return handler
 
 
+def exit_launched(code: int) -> None:
+    """Exit a process of a multi-process launch (torchrun, accelerate launch) once its work
+    is written: without the interpreter's teardown, where threads that gloo or DeepSpeed
+    leave behind can abort a finished process ("terminate called without an active
+    exception", SIGABRT) and fail the launch. A single process exits as usual."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     keep_stdout_for_results()
     parser = build_parser()

@@ -71,6 +71,6 @@ def register(subparsers) -> None:
 
 
 if __name__ == "__main__":  # `torchrun --nproc_per_node N -m prmkit.cli.score ...`
-    from prmkit.cli import main
+    from prmkit.cli import exit_launched, main
 
-    sys.exit(main(["score", *sys.argv[1:]]))
+    exit_launched(main(["score", *sys.argv[1:]]))

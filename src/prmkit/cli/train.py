@@ -52,6 +52,6 @@ def run(args: argparse.Namespace) -> int:
 if __name__ == "__main__":  # `accelerate launch -m prmkit.cli.train --config ...`
     import sys
 
-    from prmkit.cli import main
+    from prmkit.cli import exit_launched, main
 
-    sys.exit(main(["train", *sys.argv[1:]]))
+    exit_launched(main(["train", *sys.argv[1:]]))
