@@ -66,7 +66,8 @@ class LMKeepingRewardModel(StepRewardModel):
 
     def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
         hidden = self.hidden_states(input_ids, attention_mask, position_ids)
-        logits = self.classify(hidden[label_positions[:, 0], label_positions[:, 1]])
+        logits = self.label_logits(hidden, input_ids, label_positions, attention_mask,
+                                   position_ids)
         if self.lm_loss_weight <= 0 or not torch.is_grad_enabled():
             return logits
         aux = lm_loss(self, hidden, input_ids, attention_mask, position_ids)

@@ -36,6 +36,7 @@ from prmkit.scoring import Scorer, aggregate
 from prmkit.scoring.aggregate import fill_null_steps
 from prmkit.selection import AnswerClusterer
 from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig, train
+from prmkit.training.reward_trainer import seed_everything
 
 
 @dataclass
@@ -63,6 +64,9 @@ class DemoConfig:
     lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
     formulation: str = "head"  # head: a new MLP head; token: the LM head read at label tokens
     lm_loss_weight: float = 0.0  # > 0: reward models keep that much next-token loss (lm_loss.py)
+    # > 0: the head also reads the backbone's probability of the label's last W tokens
+    # (prmkit.models.surprise), so it checks a step's result the way the base computes it
+    surprise_window: int = 0
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -92,10 +96,12 @@ def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg:
                         seed: int) -> Path:
     """PRM or ORM through prmkit's trainer; both see the same solutions and settings."""
     model_cfg = RewardModelConfig(objective=kind, formulation=cfg.formulation, head="mlp",
+                                  surprise_window=cfg.surprise_window,
                                   step_format=StepFormat(step_separator="\n",
                                                          prompt_template="{problem}\n",
                                                          max_length=512))
     model_cls = LMKeepingRewardModel if cfg.lm_loss_weight > 0 else StepRewardModel
+    seed_everything(seed)  # the new head's weights: not whatever came before (a base build)
     model = model_cls.from_backbone(str(backbone_dir), config=model_cfg)
     if cfg.lm_loss_weight > 0:
         model.lm_loss_weight = cfg.lm_loss_weight

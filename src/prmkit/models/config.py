@@ -28,6 +28,9 @@ class RewardModelConfig:
     backbone: str | None = None  # what the model was built from (alias, path or hub id)
     adapter: bool = False  # the folder holds a LoRA adapter over `backbone`, not full weights
     family: str | None = None  # a published family's format (prmkit.models.family), if any
+    # head formulation: the head also reads the backbone's own probability of each of the
+    # label's last W tokens (prmkit.models.surprise); 0: the hidden state only
+    surprise_window: int = 0
 
     def __post_init__(self):
         if isinstance(self.step_format, dict):
@@ -37,6 +40,9 @@ class RewardModelConfig:
             raise PrmkitError(f"objective must be 'prm' or 'orm', got {self.objective!r}")
         if self.formulation not in ("token", "head"):
             raise PrmkitError(f"formulation must be 'token' or 'head', got {self.formulation!r}")
+        if self.surprise_window < 0 or (self.surprise_window and self.formulation != "head"):
+            raise PrmkitError("surprise_window needs formulation='head' and a value >= 0, got "
+                              f"{self.surprise_window} with formulation={self.formulation!r}")
         if self.num_classes not in (2, 3):
             raise PrmkitError(f"num_classes must be 2 or 3, got {self.num_classes}")
         if self.formulation == "token" and len(self.label_tokens) != self.num_classes:

@@ -21,6 +21,7 @@ from prmkit.models.attention import TreeMask, decoder_attention_mask
 from prmkit.models.card import write_model_card
 from prmkit.models.config import CONFIG_NAME, RewardModelConfig
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
+from prmkit.models.surprise import feature_size, surprise_features
 
 HEAD_WEIGHTS = "reward_head.safetensors"
 
@@ -44,14 +45,15 @@ class StepRewardModel(nn.Module):
         object.__setattr__(self, "_peft_model", None)
         hidden = backbone.config.get_text_config().hidden_size
         c = config.num_classes
+        width = hidden + feature_size(config.surprise_window)
         if config.formulation == "token":
             ids = resolve_label_token_ids(tokenizer, config.label_tokens)
             self.register_buffer("label_token_ids", torch.tensor(ids), persistent=False)
             self.head = None
         elif config.head == "linear":
-            self.head = nn.Linear(hidden, c)
+            self.head = nn.Linear(width, c)
         else:
-            self.head = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, c))
+            self.head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, c))
         if self.head is not None:
             self.head.to(dtype=torch.float32, device=next(backbone.parameters()).device)
         self._encoder = None
@@ -128,14 +130,22 @@ class StepRewardModel(nn.Module):
             return torch.get_autocast_dtype("cuda")
         return self.backbone.get_input_embeddings().weight.dtype
 
-    def classify(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Hidden states [K, H] at label positions -> class logits [K, C] (class 0 = correct).
+    def classify(self, hidden: torch.Tensor, surprise: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden states [K, H] at label positions (and, with surprise_window, their
+        `surprise_features` [K, 2W]) -> class logits [K, C] (class 0 = correct).
 
         K x C values only: computed in fp32, also under autocast (which would otherwise run
         the fp32 head, or the label rows of the LM head, in bf16)."""
+        if (surprise is None) != (self.config.surprise_window == 0):
+            raise PrmkitError("this model's head reads surprise features: score it with "
+                              "forward() (label_logits), which computes them"
+                              if surprise is None else "surprise features given to a model "
+                              "without surprise_window")
         with torch.autocast(hidden.device.type, enabled=False):
             if self.head is not None:
-                return self.head(hidden.float())
+                x = hidden.float() if surprise is None else torch.cat(
+                    [hidden.float(), surprise.float()], dim=-1)
+                return self.head(x)
             lm_head = self.backbone.get_output_embeddings()
             logits = hidden.float() @ lm_head.weight[self.label_token_ids].float().T
             if getattr(lm_head, "bias", None) is not None:
@@ -145,7 +155,18 @@ class StepRewardModel(nn.Module):
     def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
         """label_positions: LongTensor [K, 2] of (row, token index). Returns logits [K, C]."""
         hidden = self.hidden_states(input_ids, attention_mask, position_ids)
-        return self.classify(hidden[label_positions[:, 0], label_positions[:, 1]])
+        return self.label_logits(hidden, input_ids, label_positions, attention_mask, position_ids)
+
+    def label_logits(self, hidden, input_ids, label_positions, attention_mask=None,
+                     position_ids=None) -> torch.Tensor:
+        """Class logits [K, C] at label_positions from the final hidden states [B, L, H]."""
+        at = hidden[label_positions[:, 0], label_positions[:, 1]]
+        if not self.config.surprise_window:
+            return self.classify(at)
+        surprise = surprise_features(self.backbone.get_output_embeddings(), hidden, input_ids,
+                                     label_positions, self.config.surprise_window,
+                                     attention_mask, position_ids)
+        return self.classify(at, surprise)
 
     def correct_probability(self, logits: torch.Tensor) -> torch.Tensor:
         """P(step correct) from class logits [K, C]."""

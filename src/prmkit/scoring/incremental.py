@@ -112,6 +112,10 @@ class IncrementalScorer:
                             device=device, cast_weights=cast_weights)
         if max_cached_prefixes < 0 or token_budget < 1 or past_budget < 1:
             raise PrmkitError("max_cached_prefixes must be >= 0 and the budgets positive")
+        if getattr(scorer.config, "surprise_window", 0):
+            raise PrmkitError("a model with surprise_window reads its step's earlier tokens "
+                              "through the LM head, which a cached prefix does not keep: score "
+                              "it with Scorer (full forwards), not IncrementalScorer")
         self.scorer = scorer
         self.model = scorer.model
         self.encoder = scorer.encoder
