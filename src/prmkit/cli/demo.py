@@ -10,6 +10,12 @@ MathMix base (pretrained 0, 1/4, 1/2, 1 and 2 times its default steps), per seed
 `--seeds`, with the base's regime indicator and per-kind step AUROC beside each point;
 OUT/capacity/capacity.json and .png, each (base, seed) cached under OUT/work (resumable).
 
+`--experiment rl`: GRPO (TRL, through prmkit's adapter) on a policy fine-tuned from the shared
+MathMix base, under five rewards at matched compute (the checker's verdict, the ORM, the PRM
+with process or min-form credit, min-form mixed with the verdict), measured on held-out
+problems every few steps, per seed of `--seeds`; OUT/rl/rl_world.json, .png and a report,
+each (seed, reward) cached under OUT/work (resumable).
+
 `--experiment base-skill` builds (or reads from the cache) the MathMix base named by
 `--base` and prints its regime indicator, the share of held-out step results it computes
 exactly per operation, into OUT/base_skill.json. `--base` also makes every seed of the
@@ -26,7 +32,7 @@ def register(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="demo-output", help="report folder (default: demo-output)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
-    p.add_argument("--experiment", choices=["synthetic", "active", "all", "base-skill", "capacity"],
+    p.add_argument("--experiment", choices=["synthetic", "active", "all", "base-skill", "capacity", "rl"],
                    default=None, help="the paper's small-scale experiments, or the base "
                    "model's regime indicator, instead of the main demo")
     p.add_argument("--base", default=None, metavar="SPEC",
@@ -56,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         return _base_skill(args.base or "mathmix", Path(args.out), not args.no_progress)
     if args.experiment == "capacity":
         return _capacity(seeds, Path(args.out), args.quick, not args.no_progress)
+    if args.experiment == "rl":
+        return _rl(seeds, Path(args.out), args.quick, not args.no_progress)
     if args.experiment:
         from dataclasses import replace
 
@@ -120,4 +128,15 @@ def _capacity(seeds, out, quick: bool, progress: bool) -> int:
     cfg = quick_capacity(seeds) if quick else CapacityConfig(demo=DemoConfig(seeds=seeds))
     run_capacity(out / "capacity", replace(cfg, demo=replace(cfg.demo, progress=progress)),
                  out / "work")
+    return 0
+
+
+def _rl(seeds, out, quick: bool, progress: bool) -> int:
+    from dataclasses import replace
+
+    from prmkit.demo.rl_experiment import RLConfig, quick_rl, run_rl
+
+    cfg = quick_rl(seeds) if quick else RLConfig()
+    cfg = replace(cfg, demo=replace(cfg.demo, seeds=seeds, progress=progress))
+    run_rl(out / "rl", cfg, out / "work")
     return 0

@@ -1,0 +1,175 @@
+"""The RL experiment's outputs: rl_world.json, rl_world.png (one panel per metric against
+GRPO steps, one line per reward, ± std over seeds) and a report (markdown and HTML)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from prmkit.demo.rl_eval import COUNTS, SHARES
+from prmkit.evaluation.report import new_figure, save_figure, write_report
+
+TITLES = {"greedy_accuracy": "answer accuracy, greedy", "sampled_accuracy":
+          "answer accuracy, sampled", "right_process": "right process (every step accepted)",
+          "right_answer_wrong_step": "right answer through a wrong step",
+          "no_answer": "no answer", "prm_score": "PRM mean score", "orm_score": "ORM mean score",
+          "prm_score_when_wrong": "PRM mean score, wrong solutions",
+          "steps_per_solution": "steps per solution", "tokens_per_step": "policy tokens per step"}
+ACCOUNTING = ("prompts_seen", "prompts_sha", "completions_sampled", "optimizer_steps",
+              "eval_steps")
+
+
+def _stat(values: list) -> tuple[float | None, float | None]:
+    values = [v for v in values if v is not None]
+    return (float(np.mean(values)), float(np.std(values))) if values else (None, None)
+
+
+def curves(per_seed: list[dict], rewards) -> dict:
+    """Per reward: the evaluation steps and each metric's mean and std over seeds; the
+    step-0 point (the fine-tuned policy) is every reward's first."""
+    out = {}
+    for name in rewards:
+        runs = [[s["start"]["point"], *s["runs"][name]["curve"]] for s in per_seed]
+        steps = [p["step"] for p in runs[0]]
+        entry: dict = {"steps": steps}
+        for metric in (*SHARES, *COUNTS):
+            stats = [_stat([run[i].get(metric) for run in runs]) for i in range(len(steps))]
+            entry[metric] = {"mean": [m for m, _ in stats], "std": [s for _, s in stats]}
+        out[name] = entry
+    return out
+
+
+def best_of_n_rows(per_seed: list[dict], rewards) -> dict:
+    rows = {"fine-tuned policy (step 0)": [s["start"]["best_of_n"] for s in per_seed]}
+    rows.update({name: [s["runs"][name]["best_of_n"] for s in per_seed] for name in rewards})
+    return {name: {k: _stat([r[k] for r in results]) for k in
+                   ("accuracy", "right_process", "sample_accuracy", "pass")}
+            for name, results in rows.items()}
+
+
+def matched(per_seed: list[dict], rewards) -> bool:
+    """Every reward of a seed saw the same prompts, completions, steps and evaluations."""
+    for s in per_seed:
+        seen = {tuple(str(s["runs"][n]["accounting"][k]) for k in ACCOUNTING) for n in rewards}
+        if len(seen) != 1:
+            return False
+    return True
+
+
+def high_scoring_wrong(per_seed: list[dict], rewards) -> dict | None:
+    """The wrong solution with the highest PRM score at any run's last evaluation."""
+    found = [{"reward": n, "seed": s["seed"], **s["runs"][n]["curve"][-1]["example"]}
+             for s in per_seed for n in rewards
+             if s["runs"][n]["curve"] and "example" in s["runs"][n]["curve"][-1]]
+    return max(found, key=lambda e: e["prm_score"]) if found else None
+
+
+def _pct(m, s) -> str:
+    return "-" if m is None else f"{100 * m:.1f} ± {100 * s:.1f}"
+
+
+def statement(result: dict) -> str:
+    """What the runs show, from the figures only (last evaluation against step 0)."""
+    lines = [f"{len(result['seeds'])} seeds, {result['config']['steps']} GRPO steps per run, "
+             f"{result['config']['prompts_per_step']} prompts x "
+             f"{result['config']['generations']} completions per step."]
+    for name, c in result["curves"].items():
+        d = {m: (c[m]["mean"][-1] or 0) - (c[m]["mean"][0] or 0) for m in
+             ("sampled_accuracy", "right_process", "right_answer_wrong_step", "prm_score")}
+        line = (f"{result['rewards'][name]}: sampled accuracy {100 * d['sampled_accuracy']:+.1f}"
+                f" points, right process {100 * d['right_process']:+.1f}, right answer through"
+                f" a wrong step {100 * d['right_answer_wrong_step']:+.1f}, PRM score "
+                f"{100 * d['prm_score']:+.1f}")
+        if d["prm_score"] > 0.02 and d["right_process"] <= 0 and d["sampled_accuracy"] <= 0:
+            line += " (the PRM's score rose while neither accuracy nor process did: hacking)"
+        lines.append(line + ".")
+    if not result["matched_compute"]:
+        lines.append("WARNING: the rewards did not see the same prompts and compute.")
+    return " ".join(lines)
+
+
+def plot(result: dict, path: Path) -> Path:
+    metrics = (*SHARES, *COUNTS)
+    cols = 5
+    rows = math.ceil(len(metrics) / cols)
+    fig, axes = new_figure(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics):
+        share = metric in SHARES
+        for i, (name, c) in enumerate(result["curves"].items()):
+            x = np.array(c["steps"], dtype=float)
+            y = np.array([np.nan if v is None else v for v in c[metric]["mean"]], dtype=float)
+            s = np.array([0.0 if v is None else v for v in c[metric]["std"]], dtype=float)
+            k = 100.0 if share else 1.0
+            line, = ax.plot(x, k * y, marker="osD^vP*X"[i % 8], ms=4,
+                            label=result["rewards"][name])
+            ax.fill_between(x, k * (y - s), k * (y + s), alpha=0.12, color=line.get_color())
+        ax.set_title(TITLES[metric], fontsize=9)
+        ax.set_xlabel("GRPO steps")
+        ax.set_ylabel("%" if share else "mean")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, loc="best")
+    fig.suptitle("RL in the demo world: held-out figures against GRPO steps "
+                 "(mean ± std over seeds)")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def write_outputs(out: Path, cfg, per_seed: list[dict], seconds: float) -> dict:
+    from prmkit.demo.rl_experiment import REWARDS
+
+    rewards = list(cfg.rewards)
+    result = {"config": asdict(cfg), "seeds": [s["seed"] for s in per_seed],
+              "rewards": {n: REWARDS[n][0] for n in rewards},
+              "curves": curves(per_seed, rewards), "best_of_n": best_of_n_rows(per_seed, rewards),
+              "accounting": {n: [s["runs"][n]["accounting"] for s in per_seed] for n in rewards},
+              "matched_compute": matched(per_seed, rewards),
+              "high_scoring_wrong": high_scoring_wrong(per_seed, rewards),
+              "run_seconds": {n: [s["runs"][n]["seconds"] for s in per_seed] for n in rewards},
+              "seconds": seconds,
+              "per_seed": [{"seed": s["seed"], "start": s["start"],
+                            "curves": {n: s["runs"][n]["curve"] for n in rewards}}
+                           for s in per_seed]}
+    result["statement"] = statement(result)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rl_world.json").write_text(json.dumps(result, indent=1) + "\n")
+    png = plot(result, out / "rl_world.png")
+    last = {n: {m: (c[m]["mean"][-1], c[m]["std"][-1]) for m in SHARES}
+            for n, c in result["curves"].items()}
+    tables = {
+        "Last evaluation: % of held-out solutions (mean ± std over seeds)": {
+            "columns": ["reward", *[TITLES[m] for m in SHARES]],
+            "rows": [[result["rewards"][n], *[_pct(*last[n][m]) for m in SHARES]]
+                     for n in rewards]},
+        f"Best-of-{cfg.bon_n} with the PRM on the final policy (%)": {
+            "columns": ["policy", "PRM's pick right", "pick's process right",
+                        "a sample right (mean)", f"pass@{cfg.bon_n}"],
+            "rows": [[result["rewards"].get(n, n), *[_pct(*v[k]) for k in
+                      ("accuracy", "right_process", "sample_accuracy", "pass")]]
+                     for n, v in result["best_of_n"].items()]},
+        "Compute per run (first seed)": {
+            "columns": ["reward", "prompts", "completions", "optimizer steps",
+                        "reward-model passes (training)", "seconds"],
+            "rows": [[result["rewards"][n], a[0]["prompts_seen"], a[0]["completions_sampled"],
+                      a[0]["optimizer_steps"], a[0]["reward_model_passes_training"],
+                      f"{result['run_seconds'][n][0]:.0f}"]
+                     for n, a in result["accounting"].items()]},
+    }
+    example = result["high_scoring_wrong"]
+    summary = result["statement"]
+    if example:
+        summary += (f" The wrong solution the PRM scores highest ({example['prm_score']:.2f}, "
+                    f"reward {example['reward']}, seed {example['seed']}; true answer "
+                    f"{example['answer']}; checker labels {example['labels']}): "
+                    f"{example['problem']!r} -> {example['solution']!r}.")
+    write_report(out, {k: v for k, v in result.items() if k != "per_seed"},
+                 {"Held-out figures against GRPO steps": png},
+                 title="prmkit demo: RL with process rewards", summary=summary, tables=tables)
+    print(f"[rl] {summary}")
+    print(f"[rl] {out / 'rl_world.json'}, {png} ({seconds:.0f} s in all)")
+    return result
