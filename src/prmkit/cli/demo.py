@@ -18,8 +18,9 @@ each (seed, reward) cached under OUT/work (resumable).
 
 `--experiment base-skill` builds (or reads from the cache) the MathMix base named by
 `--base` and prints its regime indicator, the share of held-out step results it computes
-exactly per operation, into OUT/base_skill.json. `--base` also makes every seed of the
-demo start from that shared base instead of pretraining its own backbone.
+exactly per operation, into OUT/base_skill.json. Every seed of the demo starts from the
+shared base `--base` names (default: `mathmix`, the default settings' base, which ships
+with prmkit); `--base seed` makes each seed pretrain its own small backbone instead.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def register(sub) -> None:
                    default=None, help="the paper's small-scale experiments, or the base "
                    "model's regime indicator, instead of the main demo")
     p.add_argument("--base", default=None, metavar="SPEC",
-                   help="seed (each seed pretrains its own backbone, the default), mathmix "
-                   "['FIELD=VALUE ...'] (the cached MathMix base, e.g. 'mathmix steps=8000') "
-                   "or a saved base folder")
+                   help="mathmix ['FIELD=VALUE ...'] (the shared MathMix base, the default: "
+                   "shipped for the default settings, built and cached for others, e.g. "
+                   "'mathmix steps=8000'), a saved base folder, or seed (each seed "
+                   "pretrains its own backbone)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a setting of the main demo (prmkit.demo.run.DemoConfig), "
                    "e.g. --set lora_rank=16 --set threads=1; repeatable")

@@ -5,6 +5,11 @@ The folder is `cache_dir()/demo-base/<key>`, the key a hash of every setting (`B
 so a changed setting builds a new base and an unchanged one is read back. A file lock makes
 concurrent callers wait for one build; the folder appears whole (written aside, then
 renamed) with `base.json` (settings, loss curve ends, build time, where it was built).
+
+The base of the default settings ships with prmkit (`SHIPPED_BASE`, about 4 MB): it costs
+8 minutes of one CPU thread to build, more than the demo's budget beside three seeds. It
+was made by `python -m prmkit.demo.base --out FOLDER` (the default settings, 1 thread);
+tests/test_demo_shipped_base.py rebuilds it with that command and checks it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.mathmix import MathMixConfig, build_mathmix
 
 BASE_FORMAT = 1  # bump when a change of code changes what the same settings build
+SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings' base
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
 
 
@@ -83,6 +89,8 @@ def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
     folder = root / cfg.key()
     if _built(folder):
         return folder
+    if _built(SHIPPED_BASE) and base_info(SHIPPED_BASE)["key"] == cfg.key():
+        return SHIPPED_BASE
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{cfg.key()}.lock")):
         if not _built(folder):
@@ -144,3 +152,26 @@ def resolve_base(spec: str, progress: bool = True,
     except ValueError as e:
         raise PrmkitError(f"base {spec!r}: {e}") from None
     return base_folder(cfg, progress=progress, device=device)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m prmkit.demo.base --out FOLDER [--set FIELD=VALUE ...]`: build a base (the
+    default settings unless overridden) into FOLDER with one CPU thread, the way the shipped
+    base was made."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m prmkit.demo.base", description=main.__doc__)
+    p.add_argument("--out", required=True, help="folder to write (must not exist)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    if out.exists():
+        p.error(f"{out} exists: choose a new folder")
+    torch.set_num_threads(args.threads)
+    build_base(base_with_overrides(BaseConfig(), args.set), out)
+    print(json.dumps(base_info(out), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -58,15 +58,18 @@ class DemoConfig:
     # product over more steps favours shorter wrong solutions (docs/demo-world.md).
     aggregation: str = "min"
     threads: int = 2  # torch CPU threads: fixed, so that a run's figures repeat exactly
-    # seed: each seed pretrains its own backbone (the fields above); mathmix [FIELD=VALUE ...]
-    # or a folder: every seed starts from one shared base (prmkit.demo.base.resolve_base)
-    base: str = "seed"
+    # mathmix [FIELD=VALUE ...] or a folder: every seed starts from one shared base
+    # (prmkit.demo.base.resolve_base; the default settings' base ships with prmkit);
+    # seed: each seed pretrains its own backbone (the pretrain_* fields above)
+    base: str = "mathmix"
     lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
     formulation: str = "head"  # head: a new MLP head; token: the LM head read at label tokens
-    lm_loss_weight: float = 0.0  # > 0: reward models keep that much next-token loss (lm_loss.py)
+    # > 0: reward models keep that much next-token loss (lm_loss.py); without it reward
+    # training erases what the base computes (98.8% of step results -> 0.8%)
+    lm_loss_weight: float = 1.0
     # > 0: the head also reads the backbone's probability of the label's last W tokens
     # (prmkit.models.surprise), so it checks a step's result the way the base computes it
-    surprise_window: int = 0
+    surprise_window: int = 8
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
 
@@ -89,7 +92,7 @@ def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
     return DemoConfig(seeds=seeds, train_problems=40, samples_per_train_problem=4,
                       test_problems=12, samples_per_test_problem=8, pretrain_problems=100,
                       pretrain_steps=5, hidden_size=32, layers=1, reward_steps=5,
-                      ns=(1, 2, 4, 8))
+                      ns=(1, 2, 4, 8), base="seed")
 
 
 def _train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: DemoConfig,
