@@ -6,7 +6,7 @@ samples chosen by a selector PRM (active learning); reports under OUT/synthetic 
 OUT/active, trained models cached under OUT/work (the demo's PRM is reused from there).
 
 `--experiment capacity`: best-of-64 (PRM, ORM, majority vote) against the skill of the shared
-MathMix base (pretrained 0, 1/4, 1/2, 1 and 2 times its default steps), per seed of
+MathMix base (pretrained 0, 1/4, 1/2 and 1 times its default steps), per seed of
 `--seeds`, with the base's regime indicator and per-kind step AUROC beside each point;
 OUT/capacity/capacity.json and .png, each (base, seed) cached under OUT/work (resumable).
 

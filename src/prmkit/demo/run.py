@@ -337,22 +337,39 @@ def verdict(summary: dict) -> str:
     ahead = [k_n for k_n, a, b in zip(ns, summary["prm"], summary["orm"]) if a > b + 1e-9]
     lines.append(f"PRM is ahead of ORM at N in {ahead}." if ahead else
                  "PRM is never ahead of ORM.")
-    if summary["prm"][-1] < max(summary["prm"]):
-        lines.append(
-            "Past the peak the small reward models over-optimise: they barely tell an "
-            "arithmetic slip from a right step, so the more samples, the likelier a "
-            "solution with a slip gets the top score. Over whole pools, "
-            f"{100 * summary['prm_top_pick_right_answer']:.0f}% of the PRM's picks have a "
-            f"right answer ({100 * summary['prm_top_pick_right_process']:.0f}% a right "
-            f"process, {100 * summary['prm_top_pick_trap_answer']:.0f}% the problem's "
-            f"systematic trap answer); the ORM's: "
-            f"{100 * summary['orm_top_pick_right_answer']:.0f}% right answer, "
-            f"{100 * summary['orm_top_pick_trap_answer']:.0f}% trap answer. Majority vote "
-            "needs no model and does not fall.")
+    if summary["prm"][-1] < max(summary["prm"]) or summary["orm"][-1] < max(summary["orm"]):
+        lines.append("Past its peak a reward model over-optimises: the more samples, the "
+                     "likelier a wrong solution it cannot check gets the top score.")
+    lines.extend(_weakest_kinds(summary.get("error_kinds") or {}, n))
+    lines.append(
+        f"Over whole pools, {100 * summary['prm_top_pick_right_answer']:.0f}% of the PRM's "
+        f"picks have a right answer ({100 * summary['prm_top_pick_right_process']:.0f}% a "
+        f"right process, {100 * summary['prm_top_pick_trap_answer']:.0f}% the problem's "
+        f"systematic trap answer); the ORM's: "
+        f"{100 * summary['orm_top_pick_right_answer']:.0f}% right answer, "
+        f"{100 * summary['orm_top_pick_trap_answer']:.0f}% trap answer. Majority vote needs no "
+        "model and does not fall.")
     lines.append(f"The PRM finds the first wrong step of held-out samples with F1 "
                  f"{summary['first_error_f1']:.3f} (threshold 0.5) and ranks steps with AUROC "
                  f"{summary['step_auroc']:.3f}.")
     return " ".join(lines)
+
+
+def _weakest_kinds(kinds: dict, n: int) -> list[str]:
+    """Per model, the kinds of error it checks worst (step AUROC) and their share of its
+    best-of-n picks."""
+    out = []
+    for name, key in (("PRM", "prm"), ("ORM", "orm")):
+        rated = [(v[f"{key}_step_auroc"], k, v[f"{key}_picks"]) for k, v in kinds.items()
+                 if v.get(f"{key}_step_auroc") is not None]
+        if not rated:
+            continue
+        worst = ", ".join(f"{k} {a:.2f} ({100 * p:.0f}% of its best-of-{n} picks)"
+                          for a, k, p in sorted(rated)[:2])
+        slip = kinds.get("slip", {}).get(f"{key}_step_auroc")
+        out.append(f"The {name} checks arithmetic slips with step AUROC "
+                   f"{'-' if slip is None else f'{slip:.2f}'}; worst: {worst}.")
+    return out
 
 
 @contextlib.contextmanager
