@@ -120,3 +120,31 @@ def test_demo_set_overrides_are_typed_and_unknown_fields_are_refused():
     for bad, says in (("nope=1", "no field 'nope'"), ("reward_steps=x", "reward_steps=x")):
         with pytest.raises(ValueError, match=says):
             with_overrides(DemoConfig(), [bad])
+
+
+def test_prm_from_a_shared_base_repeats_whatever_ran_before_it(tmp_path):
+    """The PRM's new head was drawn from whatever state the global RNG was left in (a base
+    built in the same process, or not); the ORM, built after the PRM's seeded training,
+    repeated to the digit while the PRM did not."""
+    import torch
+    from safetensors.torch import load_file
+
+    from prmkit.demo import world
+    from prmkit.demo.run import _train_reward_model
+    from prmkit.models.backbones import tiny_random
+
+    cfg = quick_config()
+    backbone, tokenizer = tiny_random(seed=0, hidden_size=32, layers=1)
+    base = tmp_path / "base"
+    backbone.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    splits = world.make_splits(0, test=2, train=6, pretrain=2)
+    pools = world.sample_pools(splits.train, 2, seed=1)
+    examples = world.to_step_examples(splits.train, pools, kind="prm", dedupe=True)
+    heads = []
+    for k, state in enumerate((1, 2)):
+        torch.manual_seed(state)  # what ran before differs
+        model = _train_reward_model("prm", base, examples, tmp_path / f"prm{k}", cfg, seed=0)
+        heads.append(load_file(str(model / "reward_head.safetensors")))
+    assert heads[0].keys() == heads[1].keys()
+    assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
