@@ -146,9 +146,10 @@ def freeze_unused_parameters(model) -> list[str]:
 
 def after_prepare(engine: str, model, raw) -> None:
     """ZeRO-3 partitions every weight and gathers a module's own weights around its
-    forward; the token formulation reads the label rows of the LM head inside the reward
-    model's forward, so the LM head is gathered with the reward model."""
-    if engine != "zero3" or raw.config.formulation != "token":
+    forward; the token formulation (and a head with surprise_window) reads the LM head
+    inside the reward model's forward, so the LM head is gathered with the reward model."""
+    reads_lm_head = raw.config.formulation == "token" or raw.config.surprise_window > 0
+    if engine != "zero3" or not reads_lm_head:
         return
     import deepspeed
 
