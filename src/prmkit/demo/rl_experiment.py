@@ -33,6 +33,7 @@ from prmkit.demo.rl_policy import (
     policy_rows,
     policy_sampler,
     prompt_text,
+    quiet_trainer_logs,
     train_policy,
 )
 from prmkit.demo.run import DemoConfig, quick_config, seed_world, torch_settings, train_seed_models
@@ -57,13 +58,17 @@ class RLConfig:
     prompts_per_step: int = 4
     generations: int = 4  # completions per prompt (GRPO's group)
     max_completion: int = 64  # tokens; the world's solutions take up to about 50
-    lr: float = 2e-4
+    lr: float = 1e-4  # 1e-3 collapsed the training reward of seed 0 (verdict and PRM)
     temperature: float = 1.0
     beta: float = 0.0  # KL to the reference policy (TRL's default: none)
     eval_every: int = 10
     eval_problems: int = 60  # the first test problems of the seed
     eval_samples: int = 4  # sampled solutions per problem at each evaluation
     bon_n: int = 16  # best-of-N with the PRM on the final policy
+    # torch threads of the GRPO runs and evaluations (the reward models and the policy's
+    # fine-tuning use demo.threads): a model this small gains nothing from a second thread,
+    # and a second thread on a busy core makes each tiny op wait
+    threads: int = 1
 
     def key(self) -> str:
         settings = asdict(self)
@@ -82,7 +87,7 @@ class RLConfig:
 
 def quick_rl(seeds: tuple[int, ...] = (0,)) -> RLConfig:
     """Seconds-long settings (smoke tests), not a result: the quick demo's models."""
-    return RLConfig(demo=quick_config(seeds), policy=PolicySettings(steps=4, batch_size=8),
+    return RLConfig(demo=replace(quick_config(seeds), threads=1), policy=PolicySettings(steps=4, batch_size=8),
                     steps=2, prompts_per_step=2, generations=2, max_completion=24,
                     eval_every=1, eval_problems=4, eval_samples=2, bon_n=2)
 
@@ -182,8 +187,11 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
         shuffle_dataset=False, use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
         report_to="none", seed=seed, disable_tqdm=not cfg.demo.progress,
         lr_scheduler_type="constant")
-    return Recorded(model=model, processing_class=tokenizer, args=args, reward_funcs=funcs,
-                    train_dataset=Dataset.from_list(rows), callbacks=list(callbacks), **kwargs)
+    quiet_trainer_logs(cfg.demo.progress)
+    trainer = Recorded(model=model, processing_class=tokenizer, args=args, reward_funcs=funcs,
+                       train_dataset=Dataset.from_list(rows), callbacks=list(callbacks), **kwargs)
+    quiet_trainer_logs(cfg.demo.progress, trainer)
+    return trainer
 
 
 def _eval_callback(cfg: RLConfig, sampler, run_eval, curve: list):
@@ -271,7 +279,12 @@ def run_reward(name: str, cfg: RLConfig, s: SeedSetup, out: Path) -> dict:
     sampler.lm = trainer.model.eval()
     bon = best_of_n(sampler, s.eval_set, s.prm, cfg, s.seed)
     shutil.rmtree(out, ignore_errors=True)
+    logged = [e for e in trainer.state.log_history if "reward" in e]
     return {"reward": name, "seed": s.seed, "curve": curve, "best_of_n": bon,
+            "train_reward": [e["reward"] for e in logged],  # what GRPO maximised, per step
+            "train_signals": {k: [e.get(k) for e in logged] for k in
+                              ("prm/prm_score", "prm/steps_per_completion",
+                               "completions/mean_length")},
             "accounting": {"prompts_seen": len(ledger.prompts),
                            "prompts_sha": hashlib.sha256(
                                "\n".join(ledger.prompts).encode()).hexdigest()[:16],
@@ -285,15 +298,17 @@ def run_reward(name: str, cfg: RLConfig, s: SeedSetup, out: Path) -> dict:
 
 def run_seed_rewards(seed: int, cfg: RLConfig, work: Path) -> dict:
     """Every reward's run for one seed, each read from its cache when there."""
-    s = seed_setup(seed, cfg, work)
+    with torch_settings(cfg.demo.threads):
+        s = seed_setup(seed, cfg, work)
     folder = work / f"seed{seed}"
-    start = _cached(folder / f"start-{cfg.key()}.json", lambda: initial_point(cfg, s))
-    runs = {}
-    for name in cfg.rewards:
-        def compute(name=name):
-            print(f"[rl] seed {seed}: GRPO with reward {name}", flush=True)
-            return run_reward(name, cfg, s, folder / f"grpo-{name}")
-        runs[name] = _cached(folder / f"{name}-{cfg.key()}.json", compute)
+    with torch_settings(cfg.threads):
+        start = _cached(folder / f"start-{cfg.key()}.json", lambda: initial_point(cfg, s))
+        runs = {}
+        for name in cfg.rewards:
+            def compute(name=name):
+                print(f"[rl] seed {seed}: GRPO with reward {name}", flush=True)
+                return run_reward(name, cfg, s, folder / f"grpo-{name}")
+            runs[name] = _cached(folder / f"{name}-{cfg.key()}.json", compute)
     return {"seed": seed, "start": start, "runs": runs}
 
 
@@ -306,6 +321,5 @@ def run_rl(out: str | Path, cfg: RLConfig | None = None, work: str | Path | None
     out = Path(out)
     work = Path(work) if work is not None else out / "work"
     t0 = time.perf_counter()
-    with torch_settings(cfg.demo.threads):
-        per_seed = [run_seed_rewards(seed, cfg, work / "rl") for seed in cfg.demo.seeds]
+    per_seed = [run_seed_rewards(seed, cfg, work / "rl") for seed in cfg.demo.seeds]
     return write_outputs(out, cfg, per_seed, time.perf_counter() - t0)

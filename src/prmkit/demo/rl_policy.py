@@ -67,6 +67,8 @@ def train_policy(base_dir: str | Path, rows: list[dict], out: str | Path,
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    quiet_trainer_logs(progress)
+
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     model = AutoModelForCausalLM.from_pretrained(base_dir)
     with atomic_folder(out) as tmp:
@@ -79,6 +81,7 @@ def train_policy(base_dir: str | Path, rows: list[dict], out: str | Path,
                          dataset_num_proc=None)
         trainer = SFTTrainer(model=model, processing_class=tokenizer, args=args,
                              train_dataset=Dataset.from_list(rows))
+        quiet_trainer_logs(progress, trainer)
         trainer.train()
         losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
         model.save_pretrained(tmp)
@@ -90,6 +93,18 @@ def train_policy(base_dir: str | Path, rows: list[dict], out: str | Path,
 
         shutil.rmtree(tmp / "trainer", ignore_errors=True)
     return out
+
+
+def quiet_trainer_logs(progress: bool, trainer=None) -> None:
+    """Without progress: no datasets bars and no per-step log lines from a Trainer."""
+    if progress:
+        return
+    import datasets
+    from transformers import PrinterCallback
+
+    datasets.disable_progress_bars()
+    if trainer is not None:
+        trainer.remove_callback(PrinterCallback)
 
 
 def policy_sampler(folder: str | Path, batch_size: int = 128):

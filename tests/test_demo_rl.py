@@ -1,0 +1,172 @@
+"""prmkit demo --experiment rl: GRPO in the demo world, on the quick settings (tiny models)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from prmkit.cli import main
+from prmkit.demo import rl_experiment as rl
+from prmkit.demo.rl_eval import COUNTS, SHARES
+from prmkit.demo.rl_report import TITLES, matched
+from prmkit.evaluation.plots import read_axes
+from prmkit.rewards.contract import step_spans
+from prmkit.rewards.credit import step_advantages
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick CLI run of every reward, with the number of GRPO runs it computed."""
+    out = tmp_path_factory.mktemp("rl")
+    computed = []
+    real = rl.run_reward
+
+    def counted(name, cfg, s, folder):
+        computed.append((s.seed, name))
+        return real(name, cfg, s, folder)
+
+    rl.run_reward = counted
+    try:
+        argv = ["demo", "--experiment", "rl", "--quick", "--seeds", "0", "--out", str(out),
+                "--no-progress"]
+        assert main(argv) == 0
+    finally:
+        rl.run_reward = real
+    return out, argv, computed
+
+
+def test_cli_quick_run_writes_curves_for_every_reward_and_one_panel_per_metric(quick_run):
+    out, _, computed = quick_run
+    assert computed == [(0, name) for name in rl.REWARDS]
+    result = json.loads((out / "rl" / "rl_world.json").read_text())
+    cfg = rl.quick_rl()
+    assert list(result["curves"]) == list(rl.REWARDS)
+    for curve in result["curves"].values():
+        assert curve["steps"] == [0, 1, 2]  # step 0, then every eval_every=1 steps
+        for metric in SHARES:
+            assert all(v is None or 0 <= v <= 1 for v in curve[metric]["mean"])
+        assert all(v >= 1 for v in curve["steps_per_solution"]["mean"])
+    # step 0 is the same fine-tuned policy for every reward
+    assert len({json.dumps(c["greedy_accuracy"]["mean"][0]) for c in result["curves"].values()}) == 1
+    assert set(result["best_of_n"]) == {"fine-tuned policy (step 0)", *rl.REWARDS}
+    assert result["config"]["bon_n"] == cfg.bon_n
+    (axes, *rest) = read_axes(out / "rl" / "rl_world.png")
+    panels = [axes, *rest]
+    assert [a["title"] for a in panels[: len(SHARES) + len(COUNTS)]] == \
+        [TITLES[m] for m in (*SHARES, *COUNTS)]
+    assert axes["legend"] == [label for label, _, _ in rl.REWARDS.values()]
+    assert (out / "rl" / "report.md").read_text().count("Best-of-2 with the PRM") == 1
+
+
+def test_every_reward_sees_the_same_prompts_completions_steps_and_evaluations(quick_run):
+    out, _, _ = quick_run
+    result = json.loads((out / "rl" / "rl_world.json").read_text())
+    cfg = rl.quick_rl()
+    ledgers = {name: runs[0] for name, runs in result["accounting"].items()}
+    for name, a in ledgers.items():
+        assert a["prompts_seen"] == cfg.steps * cfg.prompts_per_step, name
+        assert a["completions_sampled"] == a["prompts_seen"] * cfg.generations, name
+        assert a["optimizer_steps"] == cfg.steps and a["eval_steps"] == [1, 2], name
+        # one reward-model pass per completion, none for the checker's verdict
+        want = 0 if name == "verifier" else a["completions_sampled"]
+        assert a["reward_model_passes_training"] == want, name
+    assert len({a["prompts_sha"] for a in ledgers.values()}) == 1
+    assert result["matched_compute"] is True
+    # the check fails when one reward saw other prompts
+    per_seed = [{"runs": {n: {"accounting": dict(a)} for n, a in ledgers.items()}}]
+    assert matched(per_seed, list(ledgers))
+    per_seed[0]["runs"]["orm"]["accounting"]["prompts_sha"] = "another order"
+    assert not matched(per_seed, list(ledgers))
+
+
+def test_a_resumed_run_recomputes_nothing_and_an_interrupted_one_only_what_is_missing(
+        quick_run, monkeypatch):
+    out, argv, _ = quick_run
+    before = json.loads((out / "rl" / "rl_world.json").read_text())
+    calls = []
+    monkeypatch.setattr(rl, "train_seed_models", lambda *a: calls.append("models"))
+    real_policy, real = rl.train_policy, rl.run_reward
+    monkeypatch.setattr(rl, "train_policy",
+                        lambda *a, **k: calls.append("policy") or real_policy(*a, **k))
+    marker = next((out / "work" / "rl" / "seed0").glob("policy-*/policy.json"))
+    stamp = marker.stat().st_mtime_ns
+    monkeypatch.setattr(rl, "run_reward", lambda *a: calls.append(a[0]) or real(*a))
+    assert main(argv) == 0
+    assert calls == ["policy"] and marker.stat().st_mtime_ns == stamp  # read, not trained
+    again = json.loads((out / "rl" / "rl_world.json").read_text())
+    assert again["curves"] == before["curves"]
+
+    # an interruption during the third reward: the first two stay cached
+    key = rl.quick_rl().key()
+    for name in ("prm_process", "prm_min", "prm_min_verifier"):
+        (out / "work" / "rl" / "seed0" / f"{name}-{key}.json").unlink()
+    calls.clear()
+    assert main(argv) == 0
+    assert calls == ["policy", "prm_process", "prm_min", "prm_min_verifier"]
+    resumed = json.loads((out / "rl" / "rl_world.json").read_text())
+    assert resumed["curves"] == before["curves"]  # recomputed exactly
+
+
+@pytest.fixture(scope="module")
+def setup(quick_run):
+    from prmkit.demo.run import torch_settings
+
+    out, _, _ = quick_run
+    cfg = rl.quick_rl()
+    with torch_settings(cfg.threads):
+        yield cfg, rl.seed_setup(0, replace(cfg, demo=replace(cfg.demo, progress=False)),
+                                 out / "work" / "rl")
+
+
+def test_a_seeded_repeat_gives_the_same_curve(setup, tmp_path):
+    cfg, s = setup
+    first = rl.run_reward("prm_min", cfg, s, tmp_path / "a")
+    second = rl.run_reward("prm_min", cfg, s, tmp_path / "b")
+    assert first["curve"] == second["curve"] and first["best_of_n"] == second["best_of_n"]
+    assert first["accounting"] == second["accounting"]
+
+
+def _token_steps(tokenizer, ids: list[int], text: str) -> list[int]:
+    """Each generated token's step: the first step whose text ends at or after the token's
+    first character (tokens past the last step belong to the last one)."""
+    spans = step_spans(text, "\n")
+    out, start = [], 0
+    for t in range(len(ids)):
+        end = len(tokenizer.decode(ids[: t + 1], skip_special_tokens=True))
+        k = next((k for k, (_, e) in enumerate(spans) if e > start), len(spans) - 1)
+        out.append(k)
+        start = end
+    return out
+
+
+def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_path):
+    cfg, s = setup
+    cfg = replace(cfg, steps=1, generations=4, prompts_per_step=2, max_completion=32)
+    ledger = rl.Ledger()
+    rows = rl.prompt_rows(s.problems, cfg, s.seed)
+    trainer = rl.grpo_trainer("prm_min", cfg, 0, s.policy_dir, rows, s.problems, s.prm, s.orm,
+                              tmp_path, ledger)
+    newline = trainer.processing_class("\n", add_special_tokens=False)["input_ids"]
+    trainer.generation_config.sequence_bias = {tuple(newline): 4.0}  # a tiny policy writes steps
+    trainer.train()
+    batch, prm = ledger.last_batch, trainer.process_reward
+    advantages = batch["advantages"].numpy()
+    ids, mask = batch["completion_ids"].tolist(), batch["completion_mask"].numpy()
+    want = step_advantages("min", [r.probabilities for r in prm.last],
+                           [i // cfg.generations for i in range(len(prm.last))])
+    multi = 0
+    for i, r in enumerate(prm.last):
+        n = int(mask[i].sum())
+        text = trainer.processing_class.decode(ids[i][:n], skip_special_tokens=True)
+        assert len(r.steps) == len(want[i]) == len(step_spans(text, "\n"))
+        if not r.steps:
+            assert not advantages[i].any()
+            continue
+        steps = _token_steps(trainer.processing_class, ids[i][:n], text)
+        assert np.allclose(advantages[i][:n], [want[i][k] for k in steps], atol=1e-6)
+        assert not advantages[i][n:].any()  # nothing on padding
+        multi += len(set(steps)) > 1 and len(set(np.round(advantages[i][:n], 6))) > 1
+    assert multi, "no completion got different credit on different steps"
