@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run_rl(out, cfg, args.work or out / "work")
     result.update(wall_seconds=time.perf_counter() - t0, load_before=load_before,
                   load_after=_load(), cpus=os.cpu_count(), threads=cfg.demo.threads,
-                  command="python benchmarks/bench_rl_world.py " + " ".join(argv or []))
+                  command=" ".join(["python benchmarks/bench_rl_world.py",
+                                    *(sys.argv[1:] if argv is None else argv)]))
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     (results / "rl_world.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -170,3 +170,29 @@ def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_pa
         assert not advantages[i][n:].any()  # nothing on padding
         multi += len(set(steps)) > 1 and len(set(np.round(advantages[i][:n], 6))) > 1
     assert multi, "no completion got different credit on different steps"
+
+
+def _curve(**deltas) -> dict:
+    """A two-point curve per metric: 0.5 at step 0, 0.5 + delta at the last evaluation."""
+    from prmkit.demo.rl_eval import COUNTS, SHARES
+
+    return {"steps": [0, 30], **{m: {"mean": [0.5, 0.5 + deltas.get(m, 0.0)], "std": [0, 0]}
+                                 for m in (*SHARES, *COUNTS)}}
+
+
+def test_predictions_compare_the_literature_with_the_runs_figures():
+    from prmkit.demo.rl_report import predictions
+
+    result = {"curves": {
+        "verifier": _curve(right_answer_wrong_step=0.10, sampled_accuracy=0.1),
+        "orm": _curve(sampled_accuracy=0.05),
+        "prm_process": _curve(prm_score=0.2, sampled_accuracy=-0.1, steps_per_solution=2.0),
+        "prm_min": _curve(prm_score=0.01, sampled_accuracy=0.02),
+        "prm_min_verifier": _curve(right_answer_wrong_step=0.02)}}
+    rows = {source: here for source, _, here in predictions(result)}
+    assert rows["Let's Verify / Uesato et al."].startswith("yes")
+    assert rows["DeepSeekMath"].startswith("no")  # 40.0% against 55.0%
+    assert rows["DeepSeek-R1"].startswith("yes: prm_process ")
+    assert rows["PURE"].startswith("yes")
+    del result["curves"]["orm"]
+    assert predictions(result)[1][2].startswith("not run")

@@ -92,24 +92,102 @@ def statement(result: dict) -> str:
     return " ".join(lines)
 
 
+def _limits(values: list[float], span: float, top: float | None) -> tuple[float, float]:
+    """Axis limits around `values` spanning at least `span` (flat curves stay readable),
+    within [0, top]."""
+    values = [v for v in values if np.isfinite(v)] or [0.0]
+    lo, hi = max(min(values), 0.0), max(values)
+    hi = hi if top is None else min(hi, top)
+    if hi - lo < span:
+        mid = min(max((lo + hi) / 2, span / 2), (top if top is not None else np.inf) - span / 2)
+        lo, hi = max(mid - span / 2, 0.0), mid + span / 2
+    pad = 0.04 * (hi - lo)
+    return lo - pad, hi + pad
+
+
+def _delta(result: dict, name: str, metric: str) -> float | None:
+    """Last evaluation minus step 0, mean over seeds; None when the reward was not run."""
+    c = result["curves"].get(name)
+    if c is None or c[metric]["mean"][-1] is None or c[metric]["mean"][0] is None:
+        return None
+    return c[metric]["mean"][-1] - c[metric]["mean"][0]
+
+
+def _last(result: dict, name: str, metric: str) -> float | None:
+    c = result["curves"].get(name)
+    return None if c is None else c[metric]["mean"][-1]
+
+
+def predictions(result: dict) -> list[list[str]]:
+    """What the paper and its follow-ups predict, and whether the runs agree (computed)."""
+    def pts(v):
+        return "-" if v is None else f"{100 * v:+.1f}"
+
+    def verdict(ok):
+        return "not run" if ok is None else "yes" if ok else "no"
+
+    def both(*vs):
+        return None if any(v is None for v in vs) else True
+
+    out = []
+    ow = [_delta(result, n, "right_answer_wrong_step") for n in ("verifier", "orm")]
+    pw = [_delta(result, n, "right_answer_wrong_step") for n in
+          ("prm_process", "prm_min", "prm_min_verifier")]
+    ok = both(*ow, *pw) and max(ow) > max(pw)
+    out.append(["Let's Verify / Uesato et al.", "outcome rewards raise right answers through "
+                "wrong steps more than process rewards", f"{verdict(ok)}: outcome "
+                f"{', '.join(map(pts, ow))} against process {', '.join(map(pts, pw))} points"])
+    a, b = _last(result, "prm_process", "sampled_accuracy"), _last(result, "orm",
+                                                                    "sampled_accuracy")
+    ok = both(a, b) and a > b
+    out.append(["DeepSeekMath", "PRM process credit above the ORM (sampled accuracy)",
+                f"{verdict(ok)}: {pts(a)[1:] if a is not None else '-'} against "
+                f"{pts(b)[1:] if b is not None else '-'}%"])
+    hacked = [n for n in ("prm_process", "prm_min", "prm_min_verifier")
+              if (_delta(result, n, "prm_score") or 0) > 0.02
+              and (_delta(result, n, "sampled_accuracy") or 0) <= 0]
+    out.append(["DeepSeek-R1", "a learned PRM gets hacked: its score rises, accuracy does not",
+                f"{'yes: ' + ', '.join(hacked) if hacked else 'no'} (PRM score change "
+                f"{', '.join(pts(_delta(result, n, 'prm_score')) for n in ('prm_process', 'prm_min', 'prm_min_verifier'))} points)"])
+    sp, sm = (_delta(result, n, "steps_per_solution") for n in ("prm_process", "prm_min"))
+    ap, am = (_delta(result, n, "sampled_accuracy") for n in ("prm_process", "prm_min"))
+    ok = both(sp, sm, ap, am) and ap < am and sp > sm
+    out.append(["PURE", "summed credit collapses (more steps, accuracy down), min-form does not",
+                f"{verdict(ok)}: steps per solution {sp if sp is None else f'{sp:+.2f}'} "
+                f"against {sm if sm is None else f'{sm:+.2f}'}, accuracy {pts(ap)} against "
+                f"{pts(am)} points"])
+    return out
+
+
 def plot(result: dict, path: Path) -> Path:
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
     metrics = (*SHARES, *COUNTS)
     cols = 5
     rows = math.ceil(len(metrics) / cols)
     fig, axes = new_figure(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
-        share = metric in SHARES
+        score = metric.endswith("score") or metric.endswith("when_wrong")
+        share = metric in SHARES and not score
+        k = 100.0 if share else 1.0
+        drawn: list[float] = []
         for i, (name, c) in enumerate(result["curves"].items()):
             x = np.array(c["steps"], dtype=float)
-            y = np.array([np.nan if v is None else v for v in c[metric]["mean"]], dtype=float)
-            s = np.array([0.0 if v is None else v for v in c[metric]["std"]], dtype=float)
-            k = 100.0 if share else 1.0
-            line, = ax.plot(x, k * y, marker="osD^vP*X"[i % 8], ms=4,
-                            label=result["rewards"][name])
-            ax.fill_between(x, k * (y - s), k * (y + s), alpha=0.12, color=line.get_color())
+            y = k * np.array([np.nan if v is None else v for v in c[metric]["mean"]], dtype=float)
+            s = k * np.array([0.0 if v is None else v for v in c[metric]["std"]], dtype=float)
+            line, = ax.plot(x, y, marker="osD^vP*X"[i % 8], ms=4, label=result["rewards"][name])
+            ax.fill_between(x, y - s, y + s, alpha=0.12, color=line.get_color())
+            drawn += [*(y - s), *(y + s)]
+        ax.set_ylim(*(_limits(drawn, 10.0, 100.0) if share else _limits(drawn, 0.1, 1.0)
+                      if score else _limits(drawn, 1.0, None)))
+        if share:
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=100, decimals=0))
+        if not share:
+            ax.ticklabel_format(axis="y", useOffset=False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(TITLES[metric], fontsize=9)
         ax.set_xlabel("GRPO steps")
-        ax.set_ylabel("%" if share else "mean")
+        ax.set_ylabel("% of solutions" if share else "mean score" if score else "mean")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
@@ -152,6 +230,8 @@ def write_outputs(out: Path, cfg, per_seed: list[dict], seconds: float) -> dict:
             "rows": [[result["rewards"].get(n, n), *[_pct(*v[k]) for k in
                       ("accuracy", "right_process", "sample_accuracy", "pass")]]
                      for n, v in result["best_of_n"].items()]},
+        "What the literature predicts, and these runs (last evaluation against step 0)": {
+            "columns": ["source", "prediction", "here"], "rows": predictions(result)},
         "Compute per run (first seed)": {
             "columns": ["reward", "prompts", "completions", "optimizer steps",
                         "reward-model passes (training)", "seconds"],
