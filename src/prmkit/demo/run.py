@@ -57,7 +57,9 @@ class DemoConfig:
     # How the PRM's step scores make a solution score. min, not the paper's prod: prod's
     # product over more steps favours shorter wrong solutions (docs/demo-world.md).
     aggregation: str = "min"
-    threads: int = 2  # torch CPU threads: fixed, so that a run's figures repeat exactly
+    # torch CPU threads: fixed, so that a run's figures repeat exactly; 1 leaves the other
+    # core of a 2-core machine free (2 threads beside another job run several times slower)
+    threads: int = 1
     # mathmix [FIELD=VALUE ...] or a folder: every seed starts from one shared base
     # (prmkit.demo.base.resolve_base; the default settings' base ships with prmkit);
     # seed: each seed pretrains its own backbone (the pretrain_* fields above)
