@@ -196,3 +196,12 @@ def test_predictions_compare_the_literature_with_the_runs_figures():
     assert rows["PURE"].startswith("yes")
     del result["curves"]["orm"]
     assert predictions(result)[1][2].startswith("not run")
+
+
+def test_cli_set_names_the_rl_setting_it_cannot_override(tmp_path, capsys):
+    argv = ["demo", "--experiment", "rl", "--quick", "--out", str(tmp_path), "--no-progress"]
+    assert main([*argv, "--set", "stepz=3"]) == 2
+    assert "RLConfig has no field 'stepz'" in capsys.readouterr().err
+    assert main([*argv, "--set", "policy.rate=3"]) == 2
+    assert "PolicySettings has no field 'rate'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything ran

@@ -14,7 +14,9 @@ OUT/capacity/capacity.json and .png, each (base, seed) cached under OUT/work (re
 MathMix base, under five rewards at matched compute (the checker's verdict, the ORM, the PRM
 with process or min-form credit, min-form mixed with the verdict), measured on held-out
 problems every few steps, per seed of `--seeds`; OUT/rl/rl_world.json, .png and a report,
-each (seed, reward) cached under OUT/work (resumable).
+each (seed, reward) cached under OUT/work (resumable); `--set FIELD=VALUE` overrides a
+setting of prmkit.demo.rl_experiment.RLConfig (`steps=60`, `policy.steps=300`,
+`demo.reward_steps=500`).
 
 `--experiment base-skill` builds (or reads from the cache) the MathMix base named by
 `--base` and prints its regime indicator, the share of held-out step results it computes
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.experiment == "capacity":
         return _capacity(seeds, Path(args.out), args.quick, not args.no_progress)
     if args.experiment == "rl":
-        return _rl(seeds, Path(args.out), args.quick, not args.no_progress)
+        return _rl(seeds, Path(args.out), args.quick, not args.no_progress, args.set)
     if args.experiment:
         from dataclasses import replace
 
@@ -133,12 +135,18 @@ def _capacity(seeds, out, quick: bool, progress: bool) -> int:
     return 0
 
 
-def _rl(seeds, out, quick: bool, progress: bool) -> int:
+def _rl(seeds, out, quick: bool, progress: bool, items: list[str]) -> int:
     from dataclasses import replace
 
+    from prmkit.demo.base import with_overrides
     from prmkit.demo.rl_experiment import RLConfig, quick_rl, run_rl
+    from prmkit.errors import PrmkitError
 
     cfg = quick_rl(seeds) if quick else RLConfig()
     cfg = replace(cfg, demo=replace(cfg.demo, seeds=seeds, progress=progress))
+    try:  # RLConfig fields: steps=60, lr=5e-5, policy.steps=300, demo.reward_steps=500
+        cfg = with_overrides(cfg, items)
+    except ValueError as e:
+        raise PrmkitError(str(e)) from None
     run_rl(out / "rl", cfg, out / "work")
     return 0
