@@ -51,7 +51,8 @@ REWARDS = {  # name: (label, credit rule or None for TRL's scalar reward, verifi
 
 @dataclass
 class RLConfig:
-    demo: DemoConfig = field(default_factory=lambda: DemoConfig(base="mathmix"))
+    # the demo's reward models from the shared base, on one thread (as measured for the budget)
+    demo: DemoConfig = field(default_factory=lambda: DemoConfig(base="mathmix", threads=1))
     rewards: tuple[str, ...] = tuple(REWARDS)
     policy: PolicySettings = PolicySettings(steps=200, lr=2e-3)
     steps: int = 30  # GRPO optimizer steps per run
