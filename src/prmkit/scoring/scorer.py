@@ -4,7 +4,8 @@ Every step of a solution is scored from ONE forward pass: the solution is encode
 the model's own `SegmentEncoder` (the formatting used in training) and the class logits
 are read at each step's label position. Many solutions are scored in length-sorted
 dynamic batches under a token budget (right padding, 2D attention mask); results come
-back in input order.
+back in input order. With `share_prefixes`, completions of one prompt share a row: the
+prompt once, each completion a branch of a prefix tree (prmkit.scoring.prefix_batches).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
+from prmkit.models.attention import TREE_MASK_IMPLEMENTATIONS, TreeMask, attn_implementation_of
 from prmkit.models.backbones import resolve_dtype
 from prmkit.scoring.parallel import DataParallel
 
@@ -46,6 +48,7 @@ class Encoded:
     label_positions: list[int]
     slots: list[int]  # index into the result's step_probs for each label position (-1: an
     num_slots: int    # anchor the model reads but that gets no score, see LayoutEncoder)
+    prompt_len: int = 0  # the first prompt_len input_ids are the prompt's
 
     @property
     def scored(self) -> int:
@@ -71,22 +74,27 @@ def encode_for_scoring(encoder, config, problem: str, steps: Sequence[str]) -> E
         positions, slots = enc.label_positions, enc.step_indices
     # Tokens after the last label cannot change any score (causal attention).
     ids = enc.input_ids[: positions[-1] + 1] if positions else []
-    return Encoded(ids, positions, slots, num_slots)
+    return Encoded(ids, positions, slots, num_slots, len(encoder.prompt_ids(problem)))
 
 
 @dataclass
 class Batch:
-    """One padded batch: `rows[r]` is the item index of row r."""
+    """One padded batch: `rows[r]` is the item index of row r (of its first item in a
+    batch of prefix-tree rows, whose attention_mask is a `TreeMask`)."""
 
     rows: list[int]
     input_ids: torch.Tensor  # [B, L], right padded
-    attention_mask: torch.Tensor | None  # [B, L] (None when no row is padded)
+    attention_mask: torch.Tensor | TreeMask | None  # [B, L] (None when no row is padded)
     label_positions: torch.Tensor  # [K, 2] (row, token index)
     owners: list[tuple[int, int]] = field(default_factory=list)  # (item, slot) per label
+    position_ids: torch.Tensor | None = None  # [B, L], prefix-tree rows only
+    tree_tokens: int | None = None  # real tokens of prefix-tree rows
 
     @property
     def num_tokens(self) -> int:
         """Real (unpadded) tokens in the batch."""
+        if self.tree_tokens is not None:
+            return self.tree_tokens
         if self.attention_mask is None:
             return self.input_ids.numel()
         return int(self.attention_mask.sum())
@@ -120,12 +128,16 @@ class Scorer:
     device: where to run ("auto": the GPU when there is one); None leaves the model where
     it is. parallel: a `DataParallel` of the launch's processes, each scoring its share of
     every chunk (results merged in input order on every process).
+    share_prefixes: items whose prompts encode to the same tokens share one row (the
+    prompt once, then each completion attending to the prompt and itself), same results;
+    ignored for published-family models and flash_attention_2, which keep padded rows.
     """
 
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
                  device: str | torch.device | None = None, cast_weights: bool = False,
                  max_batch_size: int | None = None, max_padding: float = 0.15,
-                 parallel: DataParallel | None = None, *, _source: str | None = None):
+                 parallel: DataParallel | None = None, share_prefixes: bool = False, *,
+                 _source: str | None = None):
         from prmkit.models.backbones import resolve_device
 
         if token_budget < 1:
@@ -133,6 +145,7 @@ class Scorer:
         self.token_budget = int(token_budget)
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
+        self.share_prefixes = share_prefixes
         self.dtype = resolve_dtype(dtype)
         weights = next(model.backbone.parameters()).dtype
         change = self.dtype is not None and self.dtype != weights
@@ -208,9 +221,18 @@ class Scorer:
         """Token ids and label positions of one solution (what gets scored)."""
         return encode_for_scoring(self.encoder, self.config, problem, steps)
 
+    @property
+    def shares_prefixes(self) -> bool:
+        """Whether batches put completions of one prompt in one prefix-tree row."""
+        return (self.share_prefixes and not self.config.family
+                and getattr(self.encoder, "prefix_stable", True)
+                and attn_implementation_of(self.model.backbone) in TREE_MASK_IMPLEMENTATIONS)
+
     def plan_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
         """Length-sorted batches whose padded size stays within the token budget; a row is
         never padded by more than `max_padding` of the batch's longest row."""
+        if self.shares_prefixes:
+            return self._plan_tree_batches(encoded)
         order = sorted((i for i, e in enumerate(encoded) if e.label_positions),
                        key=lambda i: -len(encoded[i].input_ids))
         batches, group = [], []
@@ -242,18 +264,36 @@ class Scorer:
         return Batch(rows, ids, mask if padded else None,
                      torch.tensor(positions, dtype=torch.long), owners)
 
+    def _plan_tree_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
+        """As plan_batches, one row per prompt (rows of at most max_length tokens, or the
+        budget); a batch with no shared prompt is collated as plain padded rows."""
+        from prmkit.scoring.prefix_batches import collate_tree, group_rows, plan_rows
+
+        row_tokens = min(self.token_budget, self.encoder.fmt.max_length)
+        rows = group_rows(encoded, row_tokens)
+        out = []
+        for group in plan_rows(rows, self.token_budget, self.max_padding, self.max_batch_size):
+            if not any(r.shared for r in group):
+                out.append(self._collate([r.items[0] for r in group], encoded))
+                continue
+            t = collate_tree(group, encoded, self.pad_id)
+            out.append(Batch([r.items[0] for r in group], t.input_ids, t.attention_mask,
+                             t.label_positions, t.owners, t.position_ids, t.tokens))
+        return out
+
     # ---- forward ------------------------------------------------------------------------
     def run_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(P(correct) [K], class probabilities [K, C]) for the batch's label positions."""
         dev = self.device
         mask = None if batch.attention_mask is None else batch.attention_mask.to(dev)
+        tree = {} if batch.position_ids is None else {"position_ids": batch.position_ids.to(dev)}
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
                                                         enabled=self.autocast):
                 logits = self.model(batch.input_ids.to(dev), batch.label_positions.to(dev),
-                                    attention_mask=mask)
+                                    attention_mask=mask, **tree)
         finally:
             self.model.train(was_training)
         logits = logits.float().cpu()
