@@ -74,18 +74,22 @@ def _pct(m, s) -> str:
 
 def statement(result: dict) -> str:
     """What the runs show, from the figures only (last evaluation against step 0)."""
-    lines = [f"{len(result['seeds'])} seeds, {result['config']['steps']} GRPO steps per run, "
-             f"{result['config']['prompts_per_step']} prompts x "
+    seeds = len(result["seeds"])
+    lines = [f"{seeds} seed{'s' if seeds > 1 else ''}, {result['config']['steps']} GRPO steps "
+             f"per run, {result['config']['prompts_per_step']} prompts x "
              f"{result['config']['generations']} completions per step."]
     for name, c in result["curves"].items():
         d = {m: (c[m]["mean"][-1] or 0) - (c[m]["mean"][0] or 0) for m in
-             ("sampled_accuracy", "right_process", "right_answer_wrong_step", "prm_score")}
+             ("sampled_accuracy", "right_process", "right_answer_wrong_step", "prm_score",
+              "orm_score")}
         line = (f"{result['rewards'][name]}: sampled accuracy {100 * d['sampled_accuracy']:+.1f}"
                 f" points, right process {100 * d['right_process']:+.1f}, right answer through"
                 f" a wrong step {100 * d['right_answer_wrong_step']:+.1f}, PRM score "
                 f"{100 * d['prm_score']:+.1f}")
-        if d["prm_score"] > 0.02 and d["right_process"] <= 0 and d["sampled_accuracy"] <= 0:
-            line += " (the PRM's score rose while neither accuracy nor process did: hacking)"
+        model = "prm_score" if name.startswith("prm") else "orm_score" if name == "orm" else None
+        if model and d[model] > 0.02 and d["right_process"] <= 0 and d["sampled_accuracy"] <= 0:
+            line += (f" (the {model[:3].upper()}'s score rose while neither accuracy nor "
+                     "process did: hacking)")
         lines.append(line + ".")
     if not result["matched_compute"]:
         lines.append("WARNING: the rewards did not see the same prompts and compute.")
@@ -153,8 +157,8 @@ def predictions(result: dict) -> list[list[str]]:
     ap, am = (_delta(result, n, "sampled_accuracy") for n in ("prm_process", "prm_min"))
     ok = both(sp, sm, ap, am) and ap < am and sp > sm
     out.append(["PURE", "summed credit collapses (more steps, accuracy down), min-form does not",
-                f"{verdict(ok)}: steps per solution {sp if sp is None else f'{sp:+.2f}'} "
-                f"against {sm if sm is None else f'{sm:+.2f}'}, accuracy {pts(ap)} against "
+                f"{verdict(ok)}: steps per solution {'-' if sp is None else f'{sp:+.2f}'} "
+                f"against {'-' if sm is None else f'{sm:+.2f}'}, accuracy {pts(ap)} against "
                 f"{pts(am)} points"])
     return out
 
