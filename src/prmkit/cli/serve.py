@@ -67,7 +67,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     backend = ScorerBackend.from_pretrained(
         args.model_dir, token_budget=args.batch_tokens, dtype=args.dtype, device=args.device,
-        policy_tokenizer=args.policy_tokenizer, aggregation=args.aggregation)
+        policy_tokenizer=args.policy_tokenizer, aggregation=args.aggregation,
+        share_prefixes=not args.no_share_prefixes)
     engine = RewardEngine(backend.score, backend.count_tokens, settings)
     app = create_app(engine, api_key=key, rules=rules,
                      has_policy_tokenizer=args.policy_tokenizer is not None)
@@ -101,6 +102,9 @@ def register(subparsers) -> None:
                    help="completions waiting at most; beyond that: 503 with Retry-After")
     p.add_argument("--max-batch-requests", type=int, default=None,
                    help="requests per batch at most (1: one forward per request)")
+    p.add_argument("--no-share-prefixes", action="store_true",
+                   help="give every completion a row of its own (default: completions of one "
+                        "prompt in a batch share a row that holds the prompt once)")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
     p.add_argument("--device", default="auto",
                    help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")

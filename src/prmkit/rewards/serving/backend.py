@@ -14,6 +14,8 @@ class ScorerBackend:
 
     policy_tokenizer: the policy's tokenizer (a tokenizer or a folder), for the index of
     the policy token ending each step; aggregation: overrides the PRM's configured one.
+    `from_pretrained` scores with share_prefixes (completions of one prompt in a batch
+    read the prompt once, see prmkit.scoring.prefix_batches) unless told otherwise.
     """
 
     def __init__(self, scorer, policy_tokenizer=None, aggregation: str | None = None):
@@ -29,18 +31,31 @@ class ScorerBackend:
     @classmethod
     def from_pretrained(cls, folder: str | Path, *, token_budget: int = 16384,
                         dtype: str | None = "bf16", device: str | None = "auto",
-                        policy_tokenizer=None, aggregation: str | None = None) -> ScorerBackend:
+                        policy_tokenizer=None, aggregation: str | None = None,
+                        share_prefixes: bool = True) -> ScorerBackend:
         from prmkit.scoring import Scorer
 
         scorer = Scorer.from_pretrained(folder, token_budget=token_budget, dtype=dtype,
-                                        device=device)
+                                        device=device, share_prefixes=share_prefixes)
         return cls(scorer, policy_tokenizer=policy_tokenizer, aggregation=aggregation)
 
     def count_tokens(self, items: Sequence[Item]) -> list[int]:
-        """Tokens of prompt + completion (a close estimate of what one forward reads)."""
+        """Tokens of prompt + completion (a close estimate of what one forward reads); when
+        the scorer shares prefixes, a prompt repeated within `items` counts once."""
         enc = self.tokenizer([it.prompt + it.completion for it in items],
                              add_special_tokens=False)["input_ids"]
-        return [len(ids) for ids in enc]
+        counts = [len(ids) for ids in enc]
+        if not getattr(self.scorer, "shares_prefixes", False):
+            return counts
+        prompts = list(dict.fromkeys(it.prompt for it in items))
+        enc = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        prompt_tokens = dict(zip(prompts, map(len, enc), strict=True))
+        seen: set[str] = set()
+        for i, it in enumerate(items):
+            if it.prompt in seen:
+                counts[i] = max(1, counts[i] - prompt_tokens[it.prompt])
+            seen.add(it.prompt)
+        return counts
 
     def score(self, items: Sequence[Item]) -> list[CompletionRewards]:
         """Step rewards of `items` in order: one call of the contract for the items without
