@@ -54,7 +54,7 @@ class RLConfig:
     # the demo's reward models from the shared base, on one thread (as measured for the budget)
     demo: DemoConfig = field(default_factory=lambda: DemoConfig(base="mathmix", threads=1))
     rewards: tuple[str, ...] = tuple(REWARDS)
-    policy: PolicySettings = PolicySettings(steps=200, lr=2e-3)
+    policy: PolicySettings = field(default_factory=PolicySettings)
     steps: int = 30  # GRPO optimizer steps per run
     prompts_per_step: int = 4
     generations: int = 4  # completions per prompt (GRPO's group)
@@ -88,8 +88,8 @@ class RLConfig:
 
 def quick_rl(seeds: tuple[int, ...] = (0,)) -> RLConfig:
     """Seconds-long settings (smoke tests), not a result: the quick demo's models."""
-    return RLConfig(demo=replace(quick_config(seeds), threads=1), policy=PolicySettings(steps=4, batch_size=8),
-                    steps=2, prompts_per_step=2, generations=2, max_completion=24,
+    return RLConfig(demo=replace(quick_config(seeds), threads=1),
+                    policy=PolicySettings(steps=4, batch_size=8, lr=1e-3), steps=2, prompts_per_step=2, generations=2, max_completion=24,
                     eval_every=1, eval_problems=4, eval_samples=2, bon_n=2)
 
 
