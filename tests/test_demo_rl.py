@@ -205,3 +205,17 @@ def test_cli_set_names_the_rl_setting_it_cannot_override(tmp_path, capsys):
     assert main([*argv, "--set", "policy.rate=3"]) == 2
     assert "PolicySettings has no field 'rate'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_the_verifiable_reward_is_the_checkers_final_answer_verdict_only():
+    from prmkit.demo import world
+
+    p = world.make_problems(1, seed=0, difficulty="easy")[0]
+    right = "\n".join(p.reference_solution())
+    wrong_step = "\n".join(["1 + 1 = 3", *p.reference_solution()])  # a slip, then the answer
+    wrong_answer = "\n".join([*p.reference_solution()[:-1], f"Answer: {int(p.answer) + 1}"])
+    verifier = rl.WorldVerifier([p])
+    got = verifier(prompts=[p.text] * 4, completions=[right, wrong_step, wrong_answer, ""],
+                   problem_id=[p.id] * 4)
+    assert got == verifier.last == [1.0, 1.0, 0.0, 0.0]
+    assert world.check_solution(p, wrong_step.split("\n")).first_error == 0
