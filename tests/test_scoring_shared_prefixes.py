@@ -29,6 +29,14 @@ def grouped_items() -> list[tuple[str, list[str]]]:
     return out
 
 
+def sharing(model, **kw) -> Scorer:
+    """A scorer that puts every completion of a prompt in its prompt's row (no cost model:
+    the tiny test model's rows are short)."""
+    scorer = Scorer(model, dtype="fp32", share_prefixes=True, **kw)
+    scorer.prefix_pair_cost = 0.0
+    return scorer
+
+
 def assert_same(a, b, tol=1e-4):
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
@@ -56,7 +64,7 @@ def test_shared_prompts_score_as_padded_rows(config):
     model = make_model(**config)
     data = grouped_items()
     padded = Scorer(model, dtype="fp32").score_detailed(data)
-    shared = Scorer(model, dtype="fp32", share_prefixes=True)
+    shared = sharing(model)
     assert tree_batches(shared, data)  # the grouped items did go through tree rows
     assert_same(shared.score_detailed(data), padded)
     assert any(p is not None for s in padded for p in s.step_probs)
@@ -69,7 +77,7 @@ def test_steps_cut_by_max_length_and_a_too_long_prompt_stay_null_in_tree_rows():
     long_steps = ["Let x be a number.", "Then 2x + 3 = 11, so x = 4.", "The answer is 4."]
     data = [("2+2?", long_steps), ("2+2?", []), ("2+2?", ["Four."]), ("2+2?", long_steps[:1]),
             ("2+2? " * 20, ["Four."]), ("2+2? " * 20, ["Five."])]
-    shared = Scorer(model, dtype="fp32", share_prefixes=True)
+    shared = sharing(model)
     assert tree_batches(shared, data)
     got = shared.score_detailed(data)
     assert_same(got, Scorer(model, dtype="fp32").score_detailed(data))
@@ -80,7 +88,7 @@ def test_steps_cut_by_max_length_and_a_too_long_prompt_stay_null_in_tree_rows():
 def test_tree_rows_respect_the_token_budget():
     model = make_model()
     data = grouped_items() * 3
-    scorer = Scorer(model, dtype="fp32", share_prefixes=True, token_budget=160)
+    scorer = sharing(model, token_budget=160)
     encoded = [scorer.encode(p, s) for p, s in data]
     batches = scorer.plan_batches(encoded)
     assert len(batches) > 3
@@ -96,7 +104,7 @@ def test_tree_rows_respect_the_token_budget():
 
 def test_labels_of_a_tree_row_sit_on_each_completions_last_separator_token():
     model = make_model()
-    scorer = Scorer(model, dtype="fp32", share_prefixes=True)
+    scorer = sharing(model)
     enc = model.encoder
     problem, a, b = PROBLEMS[0], STEPS[:2], STEPS[2:3]
     prompt = list(enc.prompt_ids(problem))
@@ -120,7 +128,7 @@ def test_labels_of_a_tree_row_sit_on_each_completions_last_separator_token():
 def test_batches_without_a_shared_prompt_keep_plain_padded_rows():
     model = make_model()
     data = [(PROBLEMS[k], STEPS[k: k + 2]) for k in range(3)]
-    scorer = Scorer(model, dtype="fp32", share_prefixes=True)
+    scorer = sharing(model)
     assert not tree_batches(scorer, data)
     assert scorer.score(data) == Scorer(model, dtype="fp32").score(data)
 
@@ -134,3 +142,20 @@ def test_sharing_is_off_by_default_and_for_published_formats():
         assert not Scorer(model, dtype="fp32", share_prefixes=True).shares_prefixes
     finally:
         model.config.family = None
+
+
+def test_many_completions_after_a_short_prompt_keep_rows_of_their_own():
+    """Dense attention computes every pair of a row: eight completions after a ten-token
+    prompt cost more in one row than in eight; after a long prompt, one row is cheaper."""
+    model = make_model()
+    scorer = Scorer(model, dtype="fp32", share_prefixes=True)
+    assert scorer.prefix_pair_cost == pytest.approx(1 / 64)  # the test model's hidden size
+    group = [[STEPS[(k + j) % len(STEPS)] for j in range(3)] for k in range(8)]
+    short = [(PROBLEMS[0], steps) for steps in group]
+    long = [(" ".join(PROBLEMS * 4), steps) for steps in group]
+    rows_short = [b.input_ids.shape[0] for b in scorer.plan_batches(
+        [scorer.encode(p, s) for p, s in short])]
+    [shared] = tree_batches(scorer, long)
+    assert sum(rows_short) >= 4 and shared.input_ids.shape[0] <= 2
+    assert_same(scorer.score_detailed(short + long),
+                Scorer(model, dtype="fp32").score_detailed(short + long))

@@ -7,6 +7,12 @@ only, and its position ids continue from the prompt's end, so each is computed e
 as in a row of its own (`prmkit.models.attention.TreeMask`). Rows are padded to the
 batch's longest; padding is a segment of its own that sees only itself.
 
+Sharing is not always cheaper: dense attention kernels compute every pair of a row, the
+masked ones included, so a row of many completions after a short prompt costs more than
+their own rows. A completion joins its prompt's row only while that costs less than a
+row of its own, under the cost model L + pair_cost x L^2 for a row of L tokens (the
+per-token layers, and attention; pair_cost about 1 / hidden size).
+
 Works for prefix-stable encodings (`SegmentEncoder`: the encoding of a solution starts
 with the encoding of its prompt), which is why the key of a group is the prompt's token
 ids, not its text.
@@ -36,10 +42,15 @@ class TreeRow:
         return len(self.items) > 1
 
 
-def group_rows(encoded: Sequence, row_tokens: int) -> list[TreeRow]:
+def row_cost(tokens: int, pair_cost: float) -> float:
+    return tokens + pair_cost * tokens * tokens
+
+
+def group_rows(encoded: Sequence, row_tokens: int, pair_cost: float = 0.0) -> list[TreeRow]:
     """Rows of items whose prompt token ids are identical, at most `row_tokens` real
-    tokens each (a row always takes at least one completion); items without label
-    positions are left out. `encoded[i]` has input_ids, label_positions, prompt_len."""
+    tokens each (a row always takes at least one completion), a completion joining a row
+    only while cheaper than a row of its own (see the module docstring); items without
+    label positions are left out. `encoded[i]` has input_ids, label_positions, prompt_len."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, e in enumerate(encoded):
         if e.label_positions:
@@ -50,7 +61,9 @@ def group_rows(encoded: Sequence, row_tokens: int) -> list[TreeRow]:
         row = TreeRow(p, tokens=p)
         for i in members:
             suffix = len(encoded[i].input_ids) - p
-            if row.items and row.tokens + suffix > row_tokens:
+            added = row_cost(row.tokens + suffix, pair_cost) - row_cost(row.tokens, pair_cost)
+            if row.items and (row.tokens + suffix > row_tokens
+                              or added > row_cost(p + suffix, pair_cost)):
                 rows.append(row)
                 row = TreeRow(p, tokens=p)
             row.items.append(i)

@@ -131,6 +131,8 @@ class Scorer:
     share_prefixes: items whose prompts encode to the same tokens share one row (the
     prompt once, then each completion attending to the prompt and itself), same results;
     ignored for published-family models and flash_attention_2, which keep padded rows.
+    A completion shares its prompt's row only where that is cheaper (prefix_batches);
+    `prefix_pair_cost` (default 1 / hidden size) weighs attention against the rest.
     """
 
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
@@ -146,6 +148,9 @@ class Scorer:
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
         self.share_prefixes = share_prefixes
+        text_config = getattr(getattr(model.backbone, "config", None), "get_text_config", None)
+        hidden = getattr(text_config(), "hidden_size", None) if text_config else None
+        self.prefix_pair_cost = 1.0 / hidden if hidden else 0.0
         self.dtype = resolve_dtype(dtype)
         weights = next(model.backbone.parameters()).dtype
         change = self.dtype is not None and self.dtype != weights
@@ -270,7 +275,7 @@ class Scorer:
         from prmkit.scoring.prefix_batches import collate_tree, group_rows, plan_rows
 
         row_tokens = min(self.token_budget, self.encoder.fmt.max_length)
-        rows = group_rows(encoded, row_tokens)
+        rows = group_rows(encoded, row_tokens, self.prefix_pair_cost)
         out = []
         for group in plan_rows(rows, self.token_budget, self.max_padding, self.max_batch_size):
             if not any(r.shared for r in group):
