@@ -24,19 +24,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from scoring_common import load_average
+
 from prmkit.demo.active_experiment import run_active
 from prmkit.demo.small_scale import SmallScaleConfig
 from prmkit.demo.synthetic_experiment import run_synthetic
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-
-
-def _load() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             folder = reports / (name.split("_")[0] + args.suffix)
             summary = runner(folder, run, work)
             summary["meta"] = {**meta, "wall_seconds_so_far": round(time.perf_counter() - t0, 1),
-                               "load_average_at_write": _load()}
+                               "load_average_at_write": load_average()}
             (RESULTS / f"{name}{args.suffix}.json").write_text(json.dumps(summary, indent=1) + "\n")
             for p in plots:
                 shutil.copyfile(folder / f"{p}.png", RESULTS / f"{p}{args.suffix}.png")

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from scoring_common import load_average
 
 from prmkit.demo.base import BaseConfig, base_folder, base_info, base_with_overrides
 from prmkit.demo.mathmix import build_mathmix
@@ -28,13 +29,6 @@ from prmkit.demo.skill import format_skill, heldout_text, step_result_skill, tab
 from prmkit.models.backbones import load_backbone
 
 HERE = Path(__file__).resolve().parent
-
-
-def _load() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def measure(cfg: BaseConfig, device: str, heldout) -> dict:
@@ -48,7 +42,7 @@ def measure(cfg: BaseConfig, device: str, heldout) -> dict:
             "built_on": info["device"], "threads": info["threads"], "lm_loss": info["lm_loss"],
             "distinct_facts": info["facts"], "skill": skill,
             "table_coverage": table_coverage(build_mathmix(cfg.mathmix).table, *heldout),
-            "wall_seconds": time.perf_counter() - t0, "load": _load()}
+            "wall_seconds": time.perf_counter() - t0, "load": load_average()}
 
 
 def main(argv: list[str] | None = None) -> int:

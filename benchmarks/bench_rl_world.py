@@ -21,14 +21,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from scoring_common import load_average
+
 HERE = Path(__file__).resolve().parent
-
-
-def _load() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = with_overrides(replace(cfg, demo=replace(cfg.demo, seeds=seeds, progress=False)),
                          args.set)
     out = Path(args.out)
-    load_before, t0 = _load(), time.perf_counter()
+    load_before, t0 = load_average(), time.perf_counter()
     result = run_rl(out, cfg, args.work or out / "work")
     result.update(wall_seconds=time.perf_counter() - t0, load_before=load_before,
-                  load_after=_load(), cpus=os.cpu_count(), threads=cfg.demo.threads,
+                  load_after=load_average(), cpus=os.cpu_count(), threads=cfg.demo.threads,
                   command=" ".join(["python benchmarks/bench_rl_world.py",
                                     *(sys.argv[1:] if argv is None else argv)]))
     results = Path(args.results)

@@ -18,6 +18,14 @@ def max_diff(a: list[list[float | None]], b: list[list[float | None]]) -> float:
     return max(abs(x - y) for x, y in pairs if x is not None)
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg writes them."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def machine_facts(started: float, load_at_start: float) -> dict:
     return {
         "torch_threads": torch.get_num_threads(),

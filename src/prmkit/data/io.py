@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,6 +98,18 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def cached_json(path: str | os.PathLike, compute: Callable[[], Any]) -> Any:
+    """The JSON value stored at `path`, else `compute()`, written there whole first (an
+    interrupted run leaves no half-written file, so a rerun recomputes only what is missing)."""
+    path = Path(path)
+    if path.is_file():
+        return json.loads(path.read_text())
+    value = compute()
+    with atomic_write(path, "w") as f:
+        json.dump(value, f)
+    return value
 
 
 @contextlib.contextmanager

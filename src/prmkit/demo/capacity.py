@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prmkit.data.io import cached_json
 from prmkit.demo.base import BaseConfig, base_with_overrides
 from prmkit.demo.error_kinds import KINDS, summarise_kinds
 from prmkit.demo.run import DemoConfig, quick_config, run_seed, torch_settings
@@ -61,17 +62,6 @@ def quick_capacity(seeds: tuple[int, ...] = (0,)) -> CapacityConfig:
                     "mathmix.fact_lines=64", "mathmix.exclude_seeds=0", "mathmix.reserve=150"))
 
 
-def _cached(path: Path, compute) -> dict:
-    if path.is_file():
-        return json.loads(path.read_text())
-    value = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    tmp.replace(path)
-    return value
-
-
 def base_skill(spec: str, samples: int = 8) -> dict:
     """The regime indicator of the base `spec` (built or read from the cache)."""
     from prmkit.demo.base import resolve_base
@@ -87,7 +77,7 @@ def run_point(steps: int, cfg: CapacityConfig, work: Path) -> dict:
     key = cfg.base_key(steps)
     demo = replace(cfg.demo, base=cfg.base_spec(steps))
     folder = work / f"base-{key}"
-    skill = _cached(folder / f"skill-{cfg.skill_samples}.json",
+    skill = cached_json(folder / f"skill-{cfg.skill_samples}.json",
                     lambda: base_skill(demo.base, cfg.skill_samples))
     per_seed = []
     for seed in demo.seeds:
@@ -96,7 +86,7 @@ def run_point(steps: int, cfg: CapacityConfig, work: Path) -> dict:
                   flush=True)
             r = run_seed(seed, demo, folder / f"demo-{cfg.demo_key()}")
             return {k: r[k] for k in KEEP}
-        per_seed.append(_cached(folder / f"seed{seed}-demo-{cfg.demo_key()}.json", compute))
+        per_seed.append(cached_json(folder / f"seed{seed}-demo-{cfg.demo_key()}.json", compute))
     return {"steps": steps, "base": demo.base, "base_key": key, "skill": skill,
             "per_seed": per_seed}
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from prmkit.data.io import cached_json
 from prmkit.demo.rl_eval import Counting, best_of_n, evaluate
 from prmkit.demo.rl_policy import (
     PolicySettings,
@@ -91,17 +92,6 @@ def quick_rl(seeds: tuple[int, ...] = (0,)) -> RLConfig:
     return RLConfig(demo=replace(quick_config(seeds), threads=1),
                     policy=PolicySettings(steps=4, batch_size=8, lr=1e-3), steps=2, prompts_per_step=2, generations=2, max_completion=24,
                     eval_every=1, eval_problems=4, eval_samples=2, bon_n=2)
-
-
-def _cached(path: Path, compute) -> dict:
-    if path.is_file():
-        return json.loads(path.read_text())
-    value = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    tmp.replace(path)
-    return value
 
 
 class WorldVerifier(VerifierReward):
@@ -303,13 +293,13 @@ def run_seed_rewards(seed: int, cfg: RLConfig, work: Path) -> dict:
         s = seed_setup(seed, cfg, work)
     folder = work / f"seed{seed}"
     with torch_settings(cfg.threads):
-        start = _cached(folder / f"start-{cfg.key()}.json", lambda: initial_point(cfg, s))
+        start = cached_json(folder / f"start-{cfg.key()}.json", lambda: initial_point(cfg, s))
         runs = {}
         for name in cfg.rewards:
             def compute(name=name):
                 print(f"[rl] seed {seed}: GRPO with reward {name}", flush=True)
                 return run_reward(name, cfg, s, folder / f"grpo-{name}")
-            runs[name] = _cached(folder / f"{name}-{cfg.key()}.json", compute)
+            runs[name] = cached_json(folder / f"{name}-{cfg.key()}.json", compute)
     return {"seed": seed, "start": start, "runs": runs}
 
 
