@@ -12,7 +12,6 @@ themselves are cached as the demo caches them. Writes capacity.json and capacity
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -23,7 +22,7 @@ import numpy as np
 from prmkit.data.io import cached_json
 from prmkit.demo.base import BaseConfig, base_with_overrides
 from prmkit.demo.error_kinds import KINDS, summarise_kinds
-from prmkit.demo.run import DemoConfig, quick_config, run_seed, torch_settings
+from prmkit.demo.run import DemoConfig, quick_config, run_seed, settings_key, torch_settings
 
 KEEP = ("seed", "prm", "orm", "majority", "pass", "step_auroc", "first_error", "error_kinds",
         "seconds")
@@ -48,9 +47,7 @@ class CapacityConfig:
         return base_with_overrides(BaseConfig(), [*self.base_items, f"steps={steps}"]).key()
 
     def demo_key(self) -> str:
-        settings = {k: v for k, v in asdict(self.demo).items()
-                    if k not in ("seeds", "base", "progress")}
-        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+        return settings_key(self.demo, leave_out=("base",))
 
 
 def quick_capacity(seeds: tuple[int, ...] = (0,)) -> CapacityConfig:

@@ -37,7 +37,14 @@ from prmkit.demo.rl_policy import (
     quiet_trainer_logs,
     train_policy,
 )
-from prmkit.demo.run import DemoConfig, quick_config, seed_world, torch_settings, train_seed_models
+from prmkit.demo.run import (
+    DemoConfig,
+    quick_config,
+    seed_world,
+    settings_key,
+    torch_settings,
+    train_seed_models,
+)
 from prmkit.errors import PrmkitError
 from prmkit.rewards.trl import ProcessReward, VerifierReward
 
@@ -216,7 +223,7 @@ def seed_setup(seed: int, cfg: RLConfig, work: Path) -> SeedSetup:
     demo = replace(cfg.demo, seeds=(seed,))
     sw = seed_world(seed, demo)
     folder = work / f"seed{seed}"
-    models_dir = folder / f"models-{_demo_key(demo)}"
+    models_dir = folder / f"models-{settings_key(demo)}"
     marker = models_dir / "models.json"
     if not marker.is_file():
         shutil.rmtree(models_dir, ignore_errors=True)  # a run stopped mid-training
@@ -234,13 +241,8 @@ def seed_setup(seed: int, cfg: RLConfig, work: Path) -> SeedSetup:
                      load(paths["prm"]), load(paths["orm"]), policy_dir)
 
 
-def _demo_key(demo: DemoConfig) -> str:
-    settings = {k: v for k, v in asdict(demo).items() if k not in ("seeds", "progress")}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-
-
 def _policy_key(cfg: RLConfig, demo: DemoConfig) -> str:
-    blob = json.dumps({"demo": _demo_key(demo), "policy": asdict(cfg.policy)}, sort_keys=True)
+    blob = json.dumps({"demo": settings_key(demo), "policy": asdict(cfg.policy)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -11,6 +11,8 @@ averaged over seeds and written as metrics.json, plots and an HTML report.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -74,6 +76,14 @@ class DemoConfig:
     surprise_window: int = 8
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
+
+
+def settings_key(cfg: DemoConfig, leave_out: tuple[str, ...] = ()) -> str:
+    """A short hash of `cfg`'s settings but seeds, progress and `leave_out`: names the
+    caches of what a run with them produces."""
+    settings = {k: v for k, v in asdict(cfg).items()
+                if k not in ("seeds", "progress", *leave_out)}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def with_overrides(cfg: DemoConfig, items: list[str]) -> DemoConfig:

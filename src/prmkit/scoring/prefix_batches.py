@@ -72,25 +72,6 @@ def group_rows(encoded: Sequence, row_tokens: int, pair_cost: float = 0.0) -> li
     return rows
 
 
-def plan_rows(rows: list[TreeRow], token_budget: int, max_padding: float,
-              max_batch_size: int | None) -> list[list[TreeRow]]:
-    """Length-sorted batches of rows whose padded size (rows x longest) stays within the
-    token budget; a row never needs more than `max_padding` of the longest row's length
-    (the rules of `Scorer.plan_batches`, applied to rows instead of items)."""
-    batches, group = [], []
-    for row in sorted(rows, key=lambda r: -r.tokens):
-        longest = group[0].tokens if group else row.tokens
-        full = max_batch_size is not None and len(group) >= max_batch_size
-        too_short = longest - row.tokens > max_padding * longest
-        if group and (full or too_short or (len(group) + 1) * longest > token_budget):
-            batches.append(group)
-            group = []
-        group.append(row)
-    if group:
-        batches.append(group)
-    return batches
-
-
 @dataclass
 class TreeBatch:
     input_ids: torch.Tensor  # [B, L]

@@ -238,20 +238,26 @@ class Scorer:
         never padded by more than `max_padding` of the batch's longest row."""
         if self.shares_prefixes:
             return self._plan_tree_batches(encoded)
-        order = sorted((i for i, e in enumerate(encoded) if e.label_positions),
-                       key=lambda i: -len(encoded[i].input_ids))
+        scored = [i for i, e in enumerate(encoded) if e.label_positions]
+        groups = self._length_batches([len(encoded[i].input_ids) for i in scored])
+        return [self._collate([scored[k] for k in g], encoded) for g in groups]
+
+    def _length_batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indices of `lengths` in batches, longest first: a batch's padded size (rows x
+        longest) stays within the token budget, at most max_batch_size rows, and no row
+        is padded by more than max_padding of the longest."""
+        order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
         batches, group = [], []
-        for i in order:
-            length = len(encoded[i].input_ids)
-            longest = len(encoded[group[0]].input_ids) if group else length
+        for k in order:
+            longest = lengths[group[0]] if group else lengths[k]
             full = self.max_batch_size is not None and len(group) >= self.max_batch_size
-            too_short = longest - length > self.max_padding * longest
+            too_short = longest - lengths[k] > self.max_padding * longest
             if group and (full or too_short or (len(group) + 1) * longest > self.token_budget):
-                batches.append(self._collate(group, encoded))
+                batches.append(group)
                 group = []
-            group.append(i)
+            group.append(k)
         if group:
-            batches.append(self._collate(group, encoded))
+            batches.append(group)
         return batches
 
     def _collate(self, rows: list[int], encoded: Sequence[Encoded]) -> Batch:
@@ -272,12 +278,13 @@ class Scorer:
     def _plan_tree_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
         """As plan_batches, one row per prompt (rows of at most max_length tokens, or the
         budget); a batch with no shared prompt is collated as plain padded rows."""
-        from prmkit.scoring.prefix_batches import collate_tree, group_rows, plan_rows
+        from prmkit.scoring.prefix_batches import collate_tree, group_rows
 
         row_tokens = min(self.token_budget, self.encoder.fmt.max_length)
         rows = group_rows(encoded, row_tokens, self.prefix_pair_cost)
         out = []
-        for group in plan_rows(rows, self.token_budget, self.max_padding, self.max_batch_size):
+        for batch in self._length_batches([r.tokens for r in rows]):
+            group = [rows[k] for k in batch]
             if not any(r.shared for r in group):
                 out.append(self._collate([r.items[0] for r in group], encoded))
                 continue
