@@ -46,3 +46,47 @@ def test_deepspeed_accelerator_warning_goes_to_stderr_not_before_json_output():
     assert done.returncode == 0, done.stderr
     assert done.stdout == '{"ok": true}\n'
     assert "Setting accelerator to CPU" in done.stderr
+
+
+def _parsers(parser, path=("prmkit",)):
+    """Every parser of the command tree, with its command path."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_no_option_of_any_command_is_read_from_an_abbreviation():
+    from prmkit.cli import build_parser
+
+    found = list(_parsers(build_parser()))
+    assert len(found) > 30  # every command and subcommand
+    assert [" ".join(p) for p, parser in found if parser.allow_abbrev] == []
+
+
+def test_serve_api_key_is_not_read_as_api_key_file(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", str(tmp_path), "--api-key", "abc"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: prmkit serve" in err and "unrecognized arguments: --api-key abc" in err
+
+
+def test_train_recipe_settings_given_as_options_show_the_override_form(tmp_path, capsys):
+    import pytest
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("data:\n  train: [x.jsonl]\n")
+    for argv, form in ((["--max_steps", "5"], "max_steps=5"),
+                       (["--lora.r=8", "--final-eval"], "lora.r=8 final_eval=true")):
+        with pytest.raises(SystemExit) as stop:
+            main(["train", "--config", str(recipe), *argv])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "usage: prmkit train" in err and "usage: prmkit [-h]" not in err
+        assert f"key=value overrides: {form}" in err, err

@@ -280,7 +280,7 @@ def test_score_file_errors_name_file_and_line(tmp_path, model):
     with pytest.raises(DataError, match=r"bad_steps.jsonl:3: field 'steps'"):
         score_file(Scorer(model, dtype=None), FIXTURES / "bad_steps.jsonl", tmp_path / "o.jsonl",
                    progress=False, chunk_size=1)
-    assert len(read_jsonl(tmp_path / "o.jsonl")) == 1  # what was scored before stays
+    assert not (tmp_path / "o.jsonl").exists()  # checked before anything is written
     bad_json = tmp_path / "bad.jsonl"
     bad_json.write_text('{"problem": "p", "steps": []}\n{"problem": \n')
     with pytest.raises(DataError, match=r"bad.jsonl:2: invalid JSON"):
@@ -290,7 +290,7 @@ def test_score_file_errors_name_file_and_line(tmp_path, model):
 def test_score_file_refuses_to_replace_output(tmp_path, model):
     out = tmp_path / "scored.jsonl"
     out.write_text("precious\n")
-    with pytest.raises(PrmkitError, match="exists: pass resume"):
+    with pytest.raises(PrmkitError, match="exists: pass --resume"):
         score_file(Scorer(model, dtype=None), SOLUTIONS, out, progress=False)
     assert out.read_text() == "precious\n"
     with pytest.raises(PrmkitError, match="aggregation"):
@@ -407,6 +407,48 @@ def test_cli_score_errors(tmp_path, capsys):
     rc = main(["score", "--model", str(tmp_path), "--input", str(SOLUTIONS),
                "-o", str(tmp_path / "o2.jsonl")])
     assert rc == 2 and "prmkit_config.json is missing" in capsys.readouterr().err
+
+
+def test_failed_score_leaves_no_partial_output_file(tmp_path, capsys):
+    """Bad JSON on line 3: the run stops before its output is touched, naming the file
+    and line; the same command then runs once the input is fixed, and an earlier run's
+    output (replaced with --overwrite, continued with --resume) is left as it was."""
+    make_model().save_pretrained(tmp_path / "model")
+    good = SOLUTIONS.read_text().splitlines(keepends=True)
+    bad = tmp_path / "in.jsonl"
+    bad.write_text(good[0] + good[1] + '{"id": "c", "problem": \n' + good[3])
+    out = tmp_path / "out.jsonl"
+    argv = ["score", "--model", str(tmp_path / "model"), "--input", str(bad), "-o", str(out),
+            "--dtype", "fp32", "--no-progress"]
+    assert main(argv) == 2
+    assert f"{bad}:3: invalid JSON" in capsys.readouterr().err
+    assert not out.exists()
+    bad.write_text("".join(good[:2]))
+    assert main(argv) == 0 and len(read_jsonl(out)) == 2  # no --overwrite needed
+    earlier = out.read_bytes()
+    bad.write_text(good[0] + good[1] + '{"id": "c", "problem": \n')
+    for flag in ("--overwrite", "--resume"):
+        assert main([*argv, flag]) == 2
+        assert f"{bad}:3: invalid JSON" in capsys.readouterr().err
+        assert out.read_bytes() == earlier, flag
+
+
+def test_score_refusing_an_existing_output_names_the_flags(tmp_path, capsys):
+    make_model().save_pretrained(tmp_path / "model")
+    out = tmp_path / "out.jsonl"
+    out.write_text("")
+    assert main(["score", "--model", str(tmp_path / "model"), "--input", str(SOLUTIONS),
+                 "-o", str(out), "--dtype", "fp32", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "pass --resume" in err and "--overwrite" in err
+
+
+def test_score_file_of_an_empty_input_writes_an_empty_output(tmp_path, model):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    out = tmp_path / "out.jsonl"
+    assert score_file(Scorer(model, dtype=None), empty, out, progress=False).scored == 0
+    assert out.read_bytes() == b""
 
 
 # ---- devices and data-parallel scoring -----------------------------------------------------

@@ -193,6 +193,25 @@ def test_config_errors_name_the_key(tmp_path):
         RewardTrainingConfig.from_dict({"row_tokens": 16, "data": {"train": ["x"]}})
 
 
+@pytest.mark.parametrize("key, value, suggested", [
+    ("learning_rate", 1e-4, "'lr'"),
+    ("num_train_epochs", 2, "'epochs'"),
+    ("num_epochs", 2, "'epochs'"),
+    ("per_device_train_batch_size", 4, "'batch_tokens' (tokens per micro-batch) or 'max_rows'"),
+    ("gradient_accumulation_steps", 2, "'grad_accum'"),
+    ("max_seq_length", 512, "'model.step_format.max_length'"),
+    ("lora_r", 8, "'lora.r'"),
+])
+def test_recipe_key_learning_rate_suggests_lr_by_meaning(key, value, suggested):
+    """Other trainers' names of a setting are answered with prmkit's (by spelling alone,
+    `learning_rate` came out as `warmup_ratio`)."""
+    with pytest.raises(PrmkitError) as err:
+        RewardTrainingConfig.from_dict({key: value, "data": {"train": ["x"]}})
+    assert f"unknown config key '{key}' (did you mean {suggested}" in str(err.value)
+    with pytest.raises(PrmkitError, match=r"'lora\.lora_alpha' \(did you mean 'lora\.alpha'"):
+        RewardTrainingConfig.from_dict({"lora": {"lora_alpha": 8}, "data": {"train": ["x"]}})
+
+
 def test_cli_overrides_and_unknown_keys(tmp_path, capsys):
     recipe = ROOT / "recipes" / "tiny_ci.yaml"
     assert cli_main(["train", "--config", str(recipe), "--print-config", "lora.r=4",

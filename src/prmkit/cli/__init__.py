@@ -19,8 +19,47 @@ COMMAND_MODULES = ["data", "grade", "train", "score", "export", "select", "eval"
                    "label", "demo", "serve"]
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of prmkit and of each of its commands (subparsers are made of the
+    parent's class): options are never abbreviated (`--api-key` must not read as
+    `--api-key-file`), and arguments a command does not take are reported by that command,
+    with its own usage."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        parsed, extras = super().parse_known_args(args, namespace)
+        options = [e for e in extras if e.startswith("--")]
+        if options and any(a.dest == "overrides" for a in self._actions):
+            names = ", ".join(o.partition("=")[0] for o in options)
+            self.error(f"{self.prog} takes no option{'s' if len(options) > 1 else ''} {names}; "
+                       "config settings are given as key=value overrides: "
+                       + " ".join(as_overrides(options, args)))
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def as_overrides(options: list[str], args: list[str]) -> list[str]:
+    """Options (`--max_steps 5`, `--lora.r=8`, `--final-eval`) as key=value overrides; a
+    value is the word after its option in `args` (argparse may have taken it as a
+    positional)."""
+    out = []
+    for token in options:
+        key, eq, value = token[2:].partition("=")
+        if not eq:
+            at = args.index(token) + 1
+            given = at < len(args) and not args[at].startswith("-") and "=" not in args[at]
+            value = args[at] if given else "true"
+        out.append(f"{key.replace('-', '_')}={value}")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="prmkit", description="Process supervision for step-by-step math reasoning."
     )
     parser.add_argument("--version", action="version", version=f"prmkit {__version__}")

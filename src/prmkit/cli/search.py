@@ -24,7 +24,7 @@ from prmkit.cli.backend_options import (
     check_model,
 )
 from prmkit.cli.prm_options import add_prm_arguments
-from prmkit.data.io import read_resumable_output
+from prmkit.data.io import LazyOutput, dumps_line, existing_output_error, read_resumable_output
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
 from prmkit.search.config import APPROACHES
@@ -116,7 +116,6 @@ def build_config(args, separator: str):
 def cmd_search(args) -> int:
     from prmkit.cli.prm_options import prm_load_options
     from prmkit.data.hub import resolve_model_folder
-    from prmkit.data.io import dumps_line
     from prmkit.generation import get_sampler
     from prmkit.generation.prompts import PromptFormat
     from prmkit.models.published import prm_config_of
@@ -126,8 +125,7 @@ def cmd_search(args) -> int:
     check_model(args)
     out = Path(args.output)
     if out.exists() and not (args.resume or args.overwrite):
-        raise PrmkitError(f"{out} exists: pass --resume to continue it or --overwrite to "
-                          "replace it")
+        raise existing_output_error(out)
     prm_folder = resolve_model_folder(args.prm)
     load = prm_load_options(args)
     prm_config = prm_config_of(prm_folder, load["format"])
@@ -170,31 +168,23 @@ def cmd_search(args) -> int:
             prm_folder, dtype=args.prm_dtype, device=args.prm_device,
             token_budget=args.prm_batch_tokens)
     gold = {problem_key(p): p.answer for p in todo}
-    out.parent.mkdir(parents=True, exist_ok=True)
     # the output is opened (and an --overwrite'n one replaced) at the first result: a run
     # that fails before it leaves the file as it was
-    opened: dict = {}
-    with get_sampler(args.backend, args.model, **options) as sampler:
+    with get_sampler(args.backend, args.model, **options) as sampler, \
+            LazyOutput(out, append=args.resume) as opened:
         record["generator"] = sampler.describe() | known
         if saved is not None and not args.force:
             check_same_search(out, saved, record)  # now with the generator's fingerprint
 
         def write(result) -> None:
-            if "f" not in opened:
-                opened["f"] = open(out, "ab" if args.resume else "wb")
             line = result.to_dict()
             line["answer"] = gold[result.key]
             line["search"] = record
-            opened["f"].write(dumps_line(line))
-            opened["f"].flush()
+            opened.write(dumps_line(line))
+            opened.flush()
 
-        try:
-            results = run_search([(problem_key(p), p.text) for p in todo], sampler, scorer,
-                                 fmt, config, progress=not args.no_progress,
-                                 on_result=write)
-        finally:
-            if "f" in opened:
-                opened["f"].close()
+        results = run_search([(problem_key(p), p.text) for p in todo], sampler, scorer,
+                             fmt, config, progress=not args.no_progress, on_result=write)
     generated = sum(r.generated_tokens for r in results)
     prm_tokens = sum(r.prm_tokens for r in results)
     print(f"searched {len(results)} problems ({config.approach}, n={config.n}) -> {out}; "

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from prmkit.errors import DataError
+from prmkit.errors import DataError, PrmkitError
 
 
 def cache_dir() -> Path:
@@ -98,6 +98,44 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+class LazyOutput:
+    """A binary output opened at its first write ("ab" when appending, else "wb"): a run
+    that fails before writing anything leaves no file, and an existing one as it was."""
+
+    def __init__(self, path: str | os.PathLike, append: bool = False):
+        self.path, self.append, self.file = Path(path), append, None
+
+    def open(self) -> IO:
+        if self.file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = open(self.path, "ab" if self.append else "wb")
+        return self.file
+
+    def write(self, data: bytes) -> None:
+        self.open().write(data)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+    def __enter__(self) -> LazyOutput:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def existing_output_error(path: str | os.PathLike) -> PrmkitError:
+    """The refusal to touch an output that exists when the run may neither continue nor
+    replace it."""
+    return PrmkitError(f"{path} exists: pass --resume (resume=True) to continue it or "
+                       "--overwrite (overwrite=True) to replace it")
 
 
 def cached_json(path: str | os.PathLike, compute: Callable[[], Any]) -> Any:

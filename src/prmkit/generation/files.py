@@ -32,7 +32,13 @@ import orjson
 from tqdm import tqdm
 
 from prmkit import __version__
-from prmkit.data.io import atomic_write, dumps_line, read_resumable_output
+from prmkit.data.io import (
+    LazyOutput,
+    atomic_write,
+    dumps_line,
+    existing_output_error,
+    read_resumable_output,
+)
 from prmkit.data.jsonstream import iter_any_json
 from prmkit.data.math_problems import parse_problem
 from prmkit.data.records import Problem
@@ -168,8 +174,7 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
         if saved is not None and not force:
             check_same_generator(out_path, saved, generated_by)
     elif out_path.exists() and not overwrite:
-        raise PrmkitError(f"{out_path} exists: resume it or pass overwrite to replace it")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+        raise existing_output_error(out_path)
 
     todo = [(p, problem_key(p), i) for p in problems for i in range(n)
             if (problem_key(p), i) not in done]
@@ -181,7 +186,7 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
     # and overwrite replaces the old one only then). Samples are written in the order of
     # `todo` (problem, then sample index) as soon as those before them are: whatever order
     # the backend finishes them in, the file has one order.
-    out = {"file": None}
+    out = LazyOutput(out_path, append=not overwrite)
     finished: dict[int, dict] = {}  # position in todo -> record, not yet written
     head = 0  # todo[:head] is written or in `ready`
     ready: list[dict] = []
@@ -194,10 +199,8 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
                             progress=False)
         for r, g in zip(graded, grades, strict=True):
             r["is_correct"] = g.correct
-        if out["file"] is None:
-            out["file"] = open(out_path, "wb" if overwrite else "ab")
-        out["file"].write(b"".join(dumps_line(r) for r in records))
-        out["file"].flush()
+        out.write(b"".join(dumps_line(r) for r in records))
+        out.flush()
         _count(report, records)
         report.seconds = time.perf_counter() - start
         bar.set_postfix_str(f"{report.tokens_per_s:.1f} tok/s", refresh=False)
@@ -236,8 +239,7 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
             batch = ready + [finished.pop(k) for k in sorted(finished)]
             write(batch)
         finally:
-            if out["file"] is not None:
-                out["file"].close()
+            out.close()
             bar.close()
     if complete and done:  # appended to an earlier run's samples
         sort_output(out_path, {problem_key(p): k for k, p in enumerate(problems)})

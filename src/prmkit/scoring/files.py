@@ -12,8 +12,9 @@ two fields; every other field is kept). Output: each input line plus
 - `truncated_steps`: only when some steps were cut,
 - `scored_by`: the model (folder, fingerprint) and settings (aggregation, max_length,
   dtype) that scored the line (`prmkit.scoring.provenance`).
-Lines are written in input order and flushed chunk by chunk, so an interrupted run can be
-resumed: lines whose `id` (or, without ids, whose position) is already in the output are
+The input is checked whole before the output is touched (a malformed line is a DataError
+naming the file and line, and leaves no output, or an existing one as it was). Lines are
+written in input order and flushed chunk by chunk, so an interrupted run can be resumed: lines whose `id` (or, without ids, whose position) is already in the output are
 skipped and new lines are appended. Resuming with another model or other settings than
 the output's `scored_by` is refused unless forced.
 """
@@ -28,7 +29,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from prmkit.data.io import dumps_line, iter_jsonl, read_resumable_output
+from prmkit.data.io import (
+    LazyOutput,
+    dumps_line,
+    existing_output_error,
+    iter_jsonl,
+    read_resumable_output,
+)
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
 from prmkit.scoring.provenance import check_same_scorer
@@ -76,11 +83,13 @@ def _record_id(obj: dict):
     return None if rid is None else str(rid)
 
 
-def _count_lines(path: str | os.PathLike) -> int:
+def _checked_count(path: str) -> int:
+    """The number of solutions in the input, every line checked first: bad input stops
+    the run before its output is touched (DataError naming the file and line)."""
     n = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            n += block.count(b"\n")
+    for line, obj in iter_jsonl(path):
+        _parse(path, line, obj)
+        n += 1
     return n
 
 
@@ -134,6 +143,9 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
         raise PrmkitError(f"{in_path}: no such input file")
     if out_path.resolve() == Path(in_path).resolve():
         raise PrmkitError(f"{out_path}: the output must not be the input file")
+    if out_path.exists() and not (resume or overwrite):
+        raise existing_output_error(out_path)
+    total = _checked_count(in_path)
     done_ids: set[str] = set()
     done_count = 0
     scored_by = scorer.record(aggregation)
@@ -144,19 +156,12 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
         elif saved is None and done_count:
             log.warning("%s: its lines record no model (scored_by); cannot check that they "
                         "were scored by %s", out_path, scored_by["model"])
-    elif out_path.exists() and not overwrite:
-        raise PrmkitError(f"{out_path} exists: pass resume to continue it or overwrite to "
-                          "replace it")
     main = scorer.parallel.is_main  # data-parallel scoring: the first process writes
     scorer.parallel.barrier()  # every process has checked the output before it changes
-    if main:
-        if out_path.exists() and not resume:
-            out_path.unlink()
-        out_path.parent.mkdir(parents=True, exist_ok=True)
 
     report = ScoreFileReport(str(out_path), aggregation=aggregation)
     orm = scorer.config.objective == "orm"
-    bar = tqdm(total=_count_lines(in_path), unit="sol", desc="scoring",
+    bar = tqdm(total=total, unit="sol", desc="scoring",
                disable=not (progress and main), dynamic_ncols=True)
 
     def pending() -> Iterator[dict]:
@@ -172,7 +177,9 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
                 continue
             yield rec
 
-    with open(out_path if main else os.devnull, "ab") as f:
+    # The output is opened at the first scored chunk: a run that fails before it leaves
+    # no file, and an existing one (overwrite) as it was.
+    with LazyOutput(out_path if main else os.devnull, append=resume) as f:
         try:
             chunk: list[dict] = []
             for rec in pending():
@@ -184,6 +191,7 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
                 _write_chunk(scorer, chunk, f, scored_by, orm, report, bar)
         finally:
             bar.close()
+        f.open()  # a complete run leaves its output, if empty
     if report.truncated_steps:
         log.warning("%d steps in %d solutions were cut by max_length=%d and have score null",
                     report.truncated_steps, report.truncated_solutions,

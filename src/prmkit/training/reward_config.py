@@ -259,10 +259,70 @@ def apply_override(d: dict, item: str) -> str:
     return ".".join(parts)
 
 
-def _unknown_key(key: str, known, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.4)
-    hint = f" (did you mean '{where}{close[0]}'?)" if close else ""
+# What other trainers (transformers, TRL, PEFT) call a setting, as dotted names from the
+# top of a recipe: an unknown key is answered by meaning before spelling
+# (`learning_rate` is `lr`, however close `warmup_ratio` is spelled).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "learning_rate": ("lr",),
+    "num_epochs": ("epochs",), "num_train_epochs": ("epochs",), "n_epochs": ("epochs",),
+    "batch_size": ("batch_tokens", "max_rows"),
+    "per_device_train_batch_size": ("batch_tokens", "max_rows"),
+    "train_batch_size": ("batch_tokens", "max_rows"),
+    "micro_batch_size": ("batch_tokens", "max_rows"),
+    "gradient_accumulation_steps": ("grad_accum",),
+    "lr_scheduler_type": ("schedule",), "lr_scheduler": ("schedule",), "scheduler": ("schedule",),
+    "warmup_steps": ("warmup_ratio",), "warmup": ("warmup_ratio",),
+    "num_steps": ("max_steps",), "max_train_steps": ("max_steps",), "steps": ("max_steps",),
+    "gradient_clipping": ("max_grad_norm",), "clip_grad_norm": ("max_grad_norm",),
+    "model_name_or_path": ("backbone",), "model_name": ("backbone",), "base_model": ("backbone",),
+    "max_length": ("model.step_format.max_length",),
+    "max_seq_length": ("model.step_format.max_length",),
+    "output": ("output_dir",), "save_dir": ("output_dir",),
+    "logging_steps": ("log_every",), "eval_steps": ("eval_every",), "save_steps": ("save_every",),
+    "save_total_limit": ("keep_checkpoints",),
+    "resume_from_checkpoint": ("resume",),
+    "fp16": ("bf16",), "mixed_precision": ("bf16",), "dtype": ("torch_dtype",),
+    "lora_r": ("lora.r",), "rank": ("lora.r",), "lora_alpha": ("lora.alpha",),
+    "lora_dropout": ("lora.dropout",), "use_lora": ("lora.enabled",), "use_peft": ("lora.enabled",),
+    "target_modules": ("lora.target_modules",), "lora_target_modules": ("lora.target_modules",),
+    "train_file": ("data.train",), "train_files": ("data.train",), "dataset": ("data.train",),
+    "eval_file": ("data.eval",), "validation_file": ("data.eval",),
+    "num_labels": ("model.num_classes",),
+}
+# What a suggested key means, where its name does not say it.
+MEANINGS = {"batch_tokens": "tokens per micro-batch", "max_rows": "sequences per micro-batch",
+            "warmup_ratio": "a share of the steps", "bf16": "bf16 autocast"}
+
+
+def _unknown_key(key: str, cls, where: str) -> ConfigError:
+    names = _by_meaning(key, cls, where) or difflib.get_close_matches(
+        key, [f.name for f in dataclasses.fields(cls)], n=1, cutoff=0.4)
+    shown = [f"'{where}{n}'" + (f" ({MEANINGS[n]})" if n in MEANINGS else "") for n in names]
+    hint = f" (did you mean {' or '.join(shown)}?)" if shown else ""
     return ConfigError(f"{where}{key}", f"unknown config key '{where}{key}'{hint}")
+
+
+def _by_meaning(key: str, cls, where: str) -> list[str]:
+    """The ALIASES targets of `key` that exist in section `where` (class `cls`), relative
+    to it: `lora_r` is `lora.r` at the top and `r` in the lora section."""
+    alias = difflib.get_close_matches(key.lower().replace("-", "_"), ALIASES, n=1, cutoff=0.85)
+    found = []
+    for target in ALIASES[alias[0]] if alias else ():
+        name = target.removeprefix(where)
+        if (not where or target.startswith(where)) and _has_key(cls, name):
+            found.append(name)
+    return found
+
+
+def _has_key(cls, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not dataclasses.is_dataclass(cls):
+            return False
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if part not in fields:
+            return False
+        cls = typing.get_type_hints(cls)[part]
+    return True
 
 
 def _build(cls, d: Any, where: str):
@@ -276,7 +336,7 @@ def _build(cls, d: Any, where: str):
     kwargs = {}
     for key, value in d.items():
         if key not in fields:
-            raise _unknown_key(key, fields, where)
+            raise _unknown_key(key, cls, where)
         kwargs[key] = _coerce(hints[key], value, f"{where}{key}")
     try:
         return cls(**kwargs)
