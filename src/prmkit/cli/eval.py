@@ -45,6 +45,12 @@ def _emit(result: dict, args, summary) -> None:
         sys.stdout.write(summary(result) + "\n")
 
 
+def _progress(args) -> bool:
+    """Progress bars only on a terminal (a log or a pipe keeps every redraw), never with
+    --json."""
+    return not getattr(args, "json", False) and sys.stderr.isatty()
+
+
 def _ints(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -84,7 +90,7 @@ def cmd_bon(args) -> int:
         votes = [] if (i > 0 or args.no_majority) else ["majority"]
         curves = bon_curves(pools, args.n, estimator=args.estimator, pool_size=args.pool_size,
                             trials=args.trials, seed=args.seed, votes=votes,
-                            progress=not args.json)
+                            progress=_progress(args))
         series[f"{key} best-of-N"] = {"n": curves.n, "accuracy": curves.accuracy["best"],
                                       "std": curves.std["best"]}
         if i == 0:
@@ -154,7 +160,7 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
                                     attn_implementation=args.attn_implementation,
                                     **prm_load_options(args))
     ids = list(problems_and_steps)
-    probs = scorer.score([problems_and_steps[i] for i in ids], progress=True)
+    probs = scorer.score([problems_and_steps[i] for i in ids], progress=_progress(args))
     return dict(zip(ids, probs))
 
 
@@ -272,7 +278,7 @@ def cmd_steps(args) -> int:
                                     args.bins, args.batch_tokens, device=args.device,
                                     attn_implementation=args.attn_implementation,
                                     limit=args.limit, seed=args.seed,
-                                    **prm_load_options(args))
+                                    progress=_progress(args), **prm_load_options(args))
         if args.plot:
             plot_calibration(result["calibration"], args.plot)
         _emit(result, args, eval_summary.steps)

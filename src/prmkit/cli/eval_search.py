@@ -9,7 +9,7 @@ from pathlib import Path
 
 def cmd_search_eval(args) -> int:
     from prmkit.cli import eval_summary
-    from prmkit.cli.eval import _emit
+    from prmkit.cli.eval import _emit, _progress
     from prmkit.evaluation.plots import plot_search_curves
     from prmkit.evaluation.report import write_report
     from prmkit.search.accounting import evaluate_results, read_results, report_table
@@ -22,7 +22,7 @@ def cmd_search_eval(args) -> int:
                 if p.answer is not None}
     files = [read_results(path) for path in args.results]
     result = evaluate_results(files, gold, trials=args.trials, seed=args.seed,
-                              progress=not args.json)
+                              progress=_progress(args))
     out = Path(args.out_dir)
     plot = plot_search_curves(result, out / "search_curves.png")
     paths = write_report(out, result, plots={"accuracy against compute": plot},

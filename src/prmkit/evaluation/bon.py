@@ -184,6 +184,9 @@ def _uniform_argmax(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.argmax(is_max * (rng.random(values.shape) + 1.0), axis=-1)
 
 
+SIMULATED = {"best": "best-of-N", "majority": "majority vote", "weighted": "weighted vote"}
+
+
 def simulate(
     pools: Sequence[ProblemPool],
     ns: Sequence[int],
@@ -201,7 +204,9 @@ def simulate(
     nn = np.asarray(ns, dtype=np.int64)
     rng = np.random.default_rng(seed)
     hits = {m: np.zeros((trials, len(nn))) for m in methods}
-    for pool in tqdm(pools, desc="trials", disable=not progress, unit="problem"):
+    what = " and ".join(SIMULATED[m] for m in methods)
+    for pool in tqdm(pools, desc=f"{what} ({trials} trials)", disable=not progress,
+                     unit="problem"):
         m = len(pool.scores)
         size = _slots(pool, pool_size)
         if m == 0:

@@ -322,28 +322,34 @@ def grade_many(
             if not indices or indices[-1] != index:
                 indices.append(index)
                 waiting[index] += 1
-    bar = tqdm(
-        total=len(prepared), desc="grading", unit="pair", disable=not progress, leave=False
-    )
-    bar.update(sum(1 for count in waiting if count == 0))
-    if pending:
-        n_workers = min(workers, len(pending))
-        pool = WorkerPool(max_idle=n_workers)
-        try:
-            pool.start(n_workers)
-            with ThreadPoolExecutor(n_workers) as executor:
-                futures = {
-                    executor.submit(_symbolic, unit, timeout, pool): key
-                    for key, (unit, _) in pending.items()
-                }
-                for future in as_completed(futures):
-                    key = futures[future]
-                    verdicts[key] = future.result()
-                    for index in pending[key][1]:
-                        waiting[index] -= 1
-                        if waiting[index] == 0:
-                            bar.update(1)
-        finally:
-            pool.close()
-    bar.close()
+    # removed when done, and also when grading fails (nothing half drawn stays on screen)
+    with tqdm(total=len(prepared), desc="grading", unit="pair", disable=not progress,
+              leave=False) as bar:
+        bar.update(sum(1 for count in waiting if count == 0))
+        if pending:
+            _grade_pending(pending, verdicts, waiting, workers, timeout, bar)
     return [_finish(item, verdicts) for item in prepared]
+
+
+def _grade_pending(pending: dict, verdicts: dict, waiting: list[int], workers: int,
+                   timeout: float, bar) -> None:
+    """The symbolic comparisons, in worker processes; a pair's verdict is complete (and
+    the bar moves) when its last comparison has answered."""
+    n_workers = min(workers, len(pending))
+    pool = WorkerPool(max_idle=n_workers)
+    try:
+        pool.start(n_workers)
+        with ThreadPoolExecutor(n_workers) as executor:
+            futures = {
+                executor.submit(_symbolic, unit, timeout, pool): key
+                for key, (unit, _) in pending.items()
+            }
+            for future in as_completed(futures):
+                key = futures[future]
+                verdicts[key] = future.result()
+                for index in pending[key][1]:
+                    waiting[index] -= 1
+                    if waiting[index] == 0:
+                        bar.update(1)
+    finally:
+        pool.close()
