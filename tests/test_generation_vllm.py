@@ -10,6 +10,7 @@ import pytest
 
 from prmkit.errors import PrmkitError
 from prmkit.generation import Prompt, SampleRequest, SamplingParams, get_sampler
+from prmkit.generation.vllm_cpu import WORKER_EXTENSION, vllm_dtype
 from prmkit.models.formatting import split_steps
 
 if importlib.util.find_spec("vllm") is None:
@@ -146,6 +147,9 @@ class TestTinyLlama:
         d = tiny.describe()
         assert d["backend"] == "vllm" and d["device"] == "cpu"
         assert d["enforce_eager"] is True and d["gpu_memory_utilization"] == 0.15
+        # the CPU's native dtype, and the extension that asks for AMX state in the workers
+        assert d["dtype"] == vllm_dtype("auto")
+        assert d["worker_extension_cls"] == WORKER_EXTENSION
 
     def test_closed_sampler_refuses_to_generate_and_closes_twice(self, tiny):
         # last in the class: it ends the class's engine

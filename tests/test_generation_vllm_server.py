@@ -20,6 +20,7 @@ from prmkit.errors import PrmkitError
 from prmkit.generation import Prompt, SampleRequest, SamplingParams, retry
 from prmkit.generation.files import generate_file
 from prmkit.generation.openai_backend import OpenAISampler
+from prmkit.generation.vllm_cpu import server_command
 
 if importlib.util.find_spec("vllm") is None:
     raise ImportError("tests/test_generation_vllm_server.py needs vLLM: `make test` installs "
@@ -51,9 +52,7 @@ def start_server(model_dir: Path, port: int, log_path: Path) -> subprocess.Popen
     """A vLLM OpenAI-compatible server on 127.0.0.1, in its own process group, ready."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-             "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-             "--max-model-len", "2048", "--enforce-eager", "--gpu-memory-utilization", "0.3"],
+            server_command(str(model_dir), port, extra=("--gpu-memory-utilization", "0.3")),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 240
     while True:
@@ -84,9 +83,12 @@ def stop_server(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 def test_real_vllm_server_samples_repeatably_by_seed_and_unreachable_after_it_stops(
         model_dir, tmp_path):
+    """Also the case of a fresh server whose first request is a 4-token prompt (`0 + 0 =`),
+    which killed vLLM's worker with SIGILL on CPUs with AMX (generation.vllm_cpu)."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
-    proc = start_server(model_dir, port, tmp_path / "server.log")
+    log = tmp_path / "server.log"
+    proc = start_server(model_dir, port, log)
     try:
         params = SamplingParams(temperature=1.0, max_tokens=8, stop=("\n",))
         reqs = [SampleRequest(f"p{i}", Prompt(text=f"{i} + {i} ="), n=3, seed=i) for i in range(4)]
@@ -103,6 +105,8 @@ def test_real_vllm_server_samples_repeatably_by_seed_and_unreachable_after_it_st
     finally:
         stop_server(proc)
 
+    # the worker process imported the extension that asks for AMX state
+    assert "AmxTilePermission" in log.read_text(errors="replace")
     texts = [[c.text for c in o.completions] for o in first]
     assert [o.key for o in first] == ["p0", "p1", "p2", "p3", "c"]
     assert all(len(t) == r.n for t, r in zip(texts, reqs + [chat]))
@@ -122,8 +126,6 @@ def test_real_vllm_server_samples_repeatably_by_seed_and_unreachable_after_it_st
     with OpenAISampler(str(model_dir), base_url=base_url) as sampler:
         with pytest.raises(PrmkitError, match=f"no server answers at {base_url}"):
             sampler.generate(reqs[:1], params)
-
-
 
 
 PROBLEMS = [{"problem": f"What is {i} + {i}?", "answer": str(2 * i), "unique_id": f"p{i}"}

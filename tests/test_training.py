@@ -294,12 +294,12 @@ def test_null_or_wrong_type_override_is_a_clear_error(capsys, override, key, exp
 def test_null_in_a_recipe_names_file_line_and_key(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("data:\n  train: [x.jsonl]\nbf16: null\n")
-    with pytest.raises(PrmkitError, match=r"r\.yaml:3: 'bf16' must be true or false, got null"):
+    with pytest.raises(PrmkitError, match=r"r\.yaml:3: 'bf16' must be true or false or one of 'auto', got null"):
         RewardTrainingConfig.from_yaml(recipe)
     assert RewardTrainingConfig.from_yaml(recipe, ["bf16=false"]).bf16 is False
     from prmkit.training.reward_config import DataConfig
 
-    with pytest.raises(PrmkitError, match="'bf16' must be true or false, got null"):
+    with pytest.raises(PrmkitError, match="'bf16' must be true or false or one of 'auto', got null"):
         RewardTrainingConfig(bf16=None, data=DataConfig(train=["x"]))  # Python API too
     assert RewardTrainingConfig(lr="1e-4", data=DataConfig(train=["x"])).lr == 1e-4
     # null stays valid where the annotation allows None

@@ -41,7 +41,7 @@ class SelectorSection:
     model: str | None = None  # PRM folder; None: uniform selection until a PRM is trained
     update: bool = True  # the PRM retrained in generation g selects in generation g + 1
     aggregation: Literal["prod", "min", "last", "mean", "geomean"] = "prod"
-    dtype: str = "bf16"
+    dtype: str = "auto"  # auto: bf16 where the hardware computes it natively, else fp32
     token_budget: int = 16384
 
 

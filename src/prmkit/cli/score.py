@@ -56,7 +56,8 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", required=True, help="JSONL output")
     p.add_argument("--batch-tokens", type=int, default=16384,
                    help="most tokens (padding included) per forward pass")
-    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+    p.add_argument("--dtype", choices=("auto", "bf16", "fp16", "fp32"), default="auto",
+                   help="auto: bf16 where the device computes it natively, else fp32")
     add_device_arguments(p)
     p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                    help="solution score from step scores (default: the model's setting)")

@@ -224,7 +224,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-problems", type=int, default=8,
                    help="problems searched together (their requests share sampler calls)")
-    p.add_argument("--prm-dtype", choices=("bf16", "fp32"), default="bf16")
+    p.add_argument("--prm-dtype", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="auto: bf16 where the device computes it natively, else fp32")
     p.add_argument("--prm-device", default="auto",
                    help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")
     p.add_argument("--prm-batch-tokens", type=int, default=16384)

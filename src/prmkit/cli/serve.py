@@ -105,7 +105,8 @@ def register(subparsers) -> None:
     p.add_argument("--no-share-prefixes", action="store_true",
                    help="give every completion a row of its own (default: completions of one "
                         "prompt in a batch share a row that holds the prompt once)")
-    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+    p.add_argument("--dtype", choices=("auto", "bf16", "fp16", "fp32"), default="auto",
+                   help="auto: bf16 where the device computes it natively, else fp32")
     p.add_argument("--device", default="auto",
                    help="auto (default: the GPU when there is one), cpu, cuda, cuda:1")
     p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,

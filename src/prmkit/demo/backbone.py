@@ -32,9 +32,13 @@ def build_backbone(documents: list[str], seed: int, hidden_size: int = 128, laye
 
 def pretrain_lm(model, tokenizer, documents: list[str], steps: int, seed: int,
                 block: int = 256, batch_size: int = 16, lr: float = 3e-3,
-                progress: bool = True, device: str | torch.device | None = None) -> list[float]:
+                progress: bool = True, device: str | torch.device | None = None,
+                bf16: bool | str = "auto") -> list[float]:
     """Next-token pretraining on `documents` packed into blocks; returns the loss curve.
-    device: where to train (default: where the model is, the CPU for a new one)."""
+    device: where to train (default: where the model is, the CPU for a new one). bf16:
+    autocast; auto: where the device computes bf16 natively (prmkit.models.precision)."""
+    from prmkit.models.precision import use_bf16
+
     if steps <= 0:  # an untrained base (the capacity experiment's budget 0)
         model.eval()
         return []
@@ -51,6 +55,7 @@ def pretrain_lm(model, tokenizer, documents: list[str], steps: int, seed: int,
     gen = torch.Generator().manual_seed(seed)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
+    bf16 = use_bf16(bf16, device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / steps))
@@ -60,7 +65,7 @@ def pretrain_lm(model, tokenizer, documents: list[str], steps: int, seed: int,
     bar = tqdm(range(steps), desc="pretraining backbone", disable=not progress, leave=False)
     for _ in bar:
         batch = data[torch.randint(0, n_blocks, (batch_size,), generator=gen)].to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = model(input_ids=batch, labels=batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -109,7 +109,10 @@ def base_info(folder: str | Path) -> dict:
 def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
                device: str | torch.device | None = None) -> Path:
     """Pretrain a base on MathMix and write it to `out` whole (aside, then renamed)."""
+    from prmkit.models.precision import use_bf16
+
     t0 = time.perf_counter()
+    bf16 = use_bf16("auto", device or "cpu")
     mm = build_mathmix(cfg.mathmix)
     model, tokenizer = build_backbone(mm.solutions + mm.facts[:TOKENIZER_FACT_DOCS],
                                       seed=cfg.seed, hidden_size=cfg.hidden_size,
@@ -117,12 +120,12 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
                                       vocab_size=cfg.vocab_size)
     losses = pretrain_lm(model, tokenizer, mm.documents, steps=cfg.steps, seed=cfg.seed,
                          block=cfg.block, batch_size=cfg.batch_size, lr=cfg.lr,
-                         progress=progress, device=device)
+                         progress=progress, device=device, bf16=bf16)
     model.to("cpu")
     info = {"key": cfg.key(), "config": asdict(cfg), "seconds": time.perf_counter() - t0,
             "lm_loss": [losses[0], losses[-1]] if losses else [],
             "device": str(next(model.parameters()).device if device is None else device),
-            "threads": torch.get_num_threads(), "facts": len(mm.table),
+            "threads": torch.get_num_threads(), "bf16": bf16, "facts": len(mm.table),
             "solutions": len(mm.solutions), "fact_lines": cfg.mathmix.fact_lines}
     with atomic_folder(out) as tmp:
         save_backbone(model, tokenizer, tmp)

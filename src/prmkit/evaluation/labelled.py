@@ -25,7 +25,7 @@ from prmkit.evaluation.subsets import stratified_subset
 
 
 def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: int = 4096,
-                         bf16: bool = True, progress: bool = True
+                         bf16: bool | str = "auto", progress: bool = True
                          ) -> tuple[np.ndarray, np.ndarray, list[dict[int, float]]]:
     """(P(correct), label 0/1) for every distinct labelled step of `examples`, and per
     example its steps' P(correct) by step index (a shared step serves every example
@@ -53,7 +53,8 @@ def labelled_predictions(model, examples: Sequence[StepExample], batch_tokens: i
     return pred.probs, (pred.truth >= 0.5).astype(np.int64), per_example
 
 
-def _scored_predictions(model, examples: Sequence[StepExample], batch_tokens: int, bf16: bool,
+def _scored_predictions(model, examples: Sequence[StepExample], batch_tokens: int,
+                        bf16: bool | str,
                         progress: bool) -> tuple[np.ndarray, np.ndarray, list[dict[int, float]]]:
     """`labelled_predictions` for a published PRM (tokenised whole, so no prefix-tree
     packing): every example scored by the Scorer; a labelled step that several examples
@@ -61,7 +62,7 @@ def _scored_predictions(model, examples: Sequence[StepExample], batch_tokens: in
     from prmkit.scoring.scorer import Scorer
 
     scorer = Scorer(model, token_budget=max(batch_tokens, model.encoder.fmt.max_length),
-                    dtype="bf16" if bf16 else None)
+                    dtype="auto" if bf16 == "auto" else ("bf16" if bf16 else None))
     scores = scorer.score([(ex.problem, ex.steps) for ex in examples], progress=progress)
     probs, truth, seen, per_example = [], [], set(), []
     for ex, step_probs in zip(examples, scores, strict=True):
@@ -92,7 +93,7 @@ def first_errors(examples: Sequence[StepExample], per_example: Sequence[dict[int
 
 def model_step_metrics(model_dir: str, data: Sequence[str], data_format: str | None = None,
                        threshold: float = 0.5, n_bins: int = 10, batch_tokens: int = 4096,
-                       bf16: bool = True, progress: bool = True, device: str = "auto",
+                       bf16: bool | str = "auto", progress: bool = True, device: str = "auto",
                        attn_implementation: str | None = None, limit: int | None = None,
                        seed: int = 0, format: str | None = None,
                        trust_remote_code: bool = False) -> dict:

@@ -190,7 +190,8 @@ class OpenAISampler(StreamingSampler):
                 f"no server answers at {self.base_url} ({type(e).__name__}: {e or 'no answer'}); "
                 "start an OpenAI-compatible server there (e.g. `python -m "
                 f"vllm.entrypoints.openai.api_server --model {self.model or 'MODEL'} --port "
-                "PORT`) or pass the right base_url") from None
+                "PORT`; on a CPU, the command of prmkit.generation.vllm_cpu.server_command) "
+                "or pass the right base_url") from None
         if response.status_code in (401, 403):
             raise PrmkitError(f"{url} refused the API key (HTTP {response.status_code}: "
                               f"{retry.server_message(response)}); pass api_key or set the "

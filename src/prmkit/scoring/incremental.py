@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
-from prmkit.models.attention import additive_attention_mask
+from prmkit.models.attention import additive_attention_mask, full_attention_within
 from prmkit.scoring.scorer import Scorer, as_problem_steps
 
 Key = tuple[str, tuple[str, ...]]  # (problem, steps of the prefix)
@@ -102,7 +102,7 @@ class IncrementalScorer:
     def __init__(self, model_or_scorer, max_cached_prefixes: int = 1024,
                  max_cached_tokens: int | None = None, max_cached_scores: int = 1_000_000,
                  token_budget: int = 16384, past_budget: int = 65536,
-                 dtype: str | torch.dtype | None = "bf16",
+                 dtype: str | torch.dtype | None = "auto",
                  device: str | torch.device | None = None, cast_weights: bool = False,
                  max_batch_size: int | None = None, max_padding: float = 0.5):
         if isinstance(model_or_scorer, Scorer):
@@ -139,7 +139,7 @@ class IncrementalScorer:
                               "with Scorer (search --no-incremental)")
 
     @classmethod
-    def from_pretrained(cls, folder: str | Path, dtype: str | torch.dtype | None = "bf16",
+    def from_pretrained(cls, folder: str | Path, dtype: str | torch.dtype | None = "auto",
                         device: str | torch.device | None = None, token_budget: int = 16384,
                         **kw) -> IncrementalScorer:
         """Load a saved model (weights cast to dtype in place, as `Scorer.from_pretrained`)."""
@@ -389,12 +389,8 @@ class IncrementalScorer:
 
 def _check_full_attention(backbone, max_length: int) -> None:
     """Cached prefixes assume every layer attends to every earlier token."""
-    cfg = backbone.config.get_text_config()
-    window = getattr(cfg, "sliding_window", None)
-    types = getattr(cfg, "layer_types", None) or []
-    sliding = any(t != "full_attention" for t in types) if types else \
-        getattr(cfg, "use_sliding_window", True)
-    if window is not None and sliding and window < max_length:
+    if not full_attention_within(backbone, max_length):
+        window = backbone.config.get_text_config().sliding_window
         raise PrmkitError(f"{type(backbone).__name__} uses sliding-window attention "
                           f"({window} tokens < max_length {max_length}): incremental scoring "
                           "supports full-attention models only")

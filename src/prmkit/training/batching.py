@@ -133,13 +133,16 @@ class RowPredictions:
 
 @torch.no_grad()
 def predict_rows(model, rows: Sequence[PackedRow], pad_id: int, batch_tokens: int,
-                 max_rows: int | None = None, bf16: bool = True,
+                 max_rows: int | None = None, bf16: bool | str = "auto",
                  device: torch.device | str = "cpu", progress: bool = False,
                  desc: str = "predicting") -> RowPredictions:
     """Forward every row (token-budget batches) and read the labelled positions."""
     from tqdm import tqdm
 
+    from prmkit.models.precision import use_bf16
+
     device = torch.device(device)
+    bf16 = use_bf16(bf16, device)
     model.eval()
     probs, truth, weights, losses = [], [], [], []
     batches = token_batches([len(r) for r in rows], batch_tokens, max_rows)

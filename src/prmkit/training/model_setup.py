@@ -10,6 +10,17 @@ from prmkit.errors import PrmkitError
 from prmkit.training.reward_config import RewardTrainingConfig
 
 
+def training_bf16(cfg: RewardTrainingConfig, device: torch.device | str | None = None) -> bool:
+    """bf16 autocast on or off: cfg.bf16 as given, or for "auto" whether the training
+    device computes bf16 natively (prmkit.models.precision)."""
+    from prmkit.models.backbones import resolve_device
+    from prmkit.models.precision import use_bf16
+
+    if device is None:
+        device = resolve_device(None if cfg.device == "auto" else cfg.device)
+    return use_bf16(cfg.bf16, device)
+
+
 def training_dtype(cfg: RewardTrainingConfig) -> torch.dtype:
     """torch_dtype resolved. auto: bf16 when the backbone is frozen under bf16 autocast
     (LoRA: only the adapters and the head train, and they stay fp32), else fp32, the
@@ -18,7 +29,7 @@ def training_dtype(cfg: RewardTrainingConfig) -> torch.dtype:
 
     if cfg.torch_dtype != "auto":
         return resolve_dtype(cfg.torch_dtype)
-    return torch.bfloat16 if cfg.lora.enabled and cfg.bf16 else torch.float32
+    return torch.bfloat16 if cfg.lora.enabled and training_bf16(cfg) else torch.float32
 
 
 def check_model_options(cfg: RewardTrainingConfig) -> None:

@@ -69,7 +69,9 @@ class RewardTrainingConfig:
     row_tokens: int | None = None  # packed row length; default model.step_format.max_length
     # auto: unique with data.policy.alternatives=prefixes (the policy default), else count
     label_weighting: Literal["auto", "count", "unique"] = "auto"
-    bf16: bool = True  # bf16 autocast (CPU and GPU); weights stay fp32
+    # bf16 autocast; weights stay fp32. auto: where the device computes bf16 natively
+    # (CUDA with bf16, CPUs with AVX512_BF16 or AMX), else fp32 (prmkit.models.precision).
+    bf16: bool | Literal["auto"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # Weights as loaded. auto: bf16 where they are frozen under bf16 autocast (LoRA),
     # else fp32 (trainable weights stay fp32 for the optimizer).

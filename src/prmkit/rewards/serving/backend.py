@@ -30,7 +30,7 @@ class ScorerBackend:
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, *, token_budget: int = 16384,
-                        dtype: str | None = "bf16", device: str | None = "auto",
+                        dtype: str | None = "auto", device: str | None = "auto",
                         policy_tokenizer=None, aggregation: str | None = None,
                         share_prefixes: bool = True) -> ScorerBackend:
         from prmkit.scoring import Scorer
