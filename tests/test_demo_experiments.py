@@ -15,7 +15,13 @@ import pytest
 
 from prmkit.active.selection import Candidate, dedupe_key
 from prmkit.demo import world
-from prmkit.demo.active_experiment import active_picks, efficiency, run_active
+from prmkit.demo.active_experiment import (
+    active_picks,
+    efficiency,
+    figure_title,
+    ratio_undefined,
+    run_active,
+)
 from prmkit.demo.small_scale import (
     SeedSetup,
     examples_for,
@@ -134,6 +140,31 @@ def test_efficiency_ratio_is_the_ratio_of_slopes_against_log_data_size():
     assert math.isnan(flat["data_multiple_at_largest"])
 
 
+def test_flat_uniform_line_prints_no_efficiency_ratio_in_the_figure_title():
+    # The demo world's measured means at 1 / 2 / 4 / 8 samples per problem: the uniform
+    # line is flat (-0.20 points per doubling), and the old title read "ratio -11.58".
+    sizes = [1, 2, 4, 8]
+    uniform = [0.5351, 0.5504, 0.5467, 0.5298]
+    active = [0.4605, 0.4854, 0.5443, 0.5165]
+    e = efficiency(sizes, uniform, active)
+    assert e["slope_active"] / e["slope_uniform"] == pytest.approx(-11.58, abs=0.01)
+    assert e["ratio"] is None
+    assert e["ratio_note"] == "the uniform line is flat (-0.20 points per doubling)"
+    title = figure_title({"best_of_n": 16, "efficiency_ratio": e["ratio"],
+                          "efficiency_ratio_note": e["ratio_note"]})
+    assert "-11.58" not in title and "no efficiency ratio: the uniform line is flat" in title
+    # Opposite signs, and a uniform line that falls: undefined too, each with its reason.
+    rising = [0.40, 0.45, 0.50, 0.55]
+    assert efficiency(sizes, rising, rising[::-1])["ratio"] is None
+    assert ratio_undefined(0.05, -0.01).startswith("the active line does not rise")
+    assert ratio_undefined(-0.03, 0.02).startswith("the uniform line falls")
+    # Both rising, the uniform one clearly: the ratio, in the title.
+    e = efficiency(sizes, rising, [0.40, 0.50, 0.60, 0.70])
+    assert e["ratio"] == pytest.approx(2.0) and e["ratio_note"] is None
+    assert figure_title({"best_of_n": 16, "efficiency_ratio": e["ratio"],
+                         "efficiency_ratio_note": None}).endswith("efficiency ratio 2.00")
+
+
 def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_path):
     from prmkit.cli import main
 
@@ -151,10 +182,11 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     assert act["methods"]["active"]["wrong_answer_share"][0] == pytest.approx(with_wrong, abs=1e-4)
     assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0
     su, sa = (act["methods"][m]["fit"]["slope"] for m in ("uniform", "active"))
-    if abs(su) > 1e-12:  # the ratio of the fitted slopes; undefined (null) for a flat line
+    if ratio_undefined(su, sa) is None:  # the ratio of the fitted slopes where defined
         assert act["efficiency_ratio"] == pytest.approx(sa / su, abs=1e-4)
-    else:
+    else:  # else null, with the reason
         assert act["efficiency_ratio"] is None
+        assert act["efficiency_ratio_note"] == ratio_undefined(su, sa)
 
     # Same seed, fresh small-scale cache, the same PRM_large: the same figures.
     seed_dir = tmp_path / "b" / "seed0"

@@ -106,19 +106,45 @@ def fit_line(sizes, accuracy) -> tuple[float, float]:
     return float(slope), float(intercept)
 
 
-def efficiency(sizes, uniform, active) -> dict[str, float]:
-    """The paper's measure, slope(active) / slope(uniform), and the uniform data needed to
+# The ratio of slopes measures data efficiency only where both lines rise and uniform
+# sampling's rises clearly: at least half a point of accuracy per doubling of the data
+# (less is within the noise of best-of-N on the demo's 120 test problems).
+MIN_UNIFORM_SLOPE = 0.005
+
+
+def ratio_undefined(slope_uniform: float, slope_active: float) -> str | None:
+    """Why slope(active) / slope(uniform) measures nothing here, or None where it does."""
+    if slope_uniform < MIN_UNIFORM_SLOPE:
+        state = "falls" if slope_uniform <= -MIN_UNIFORM_SLOPE else "is flat"
+        return f"the uniform line {state} ({100 * slope_uniform:+.2f} points per doubling)"
+    if slope_active <= 0:
+        return f"the active line does not rise ({100 * slope_active:+.2f} points per doubling)"
+    return None
+
+
+def efficiency(sizes, uniform, active) -> dict:
+    """The paper's measure, slope(active) / slope(uniform) (None, with `ratio_note` saying
+    why, where it is undefined: see `ratio_undefined`), and the uniform data needed to
     reach active learning's fitted accuracy at the largest size, as a multiple of it."""
     (su, iu), (sa, ia) = fit_line(sizes, uniform), fit_line(sizes, active)
     top = np.log2(max(sizes))
     target = sa * top + ia
-    if su <= 1e-12:  # uniform sampling does not improve: no amount of it catches up
+    if su < MIN_UNIFORM_SLOPE:  # uniform sampling does not improve: no amount of it catches up
         multiple = float("nan")
     else:
         exponent = (target - iu) / su - top
         multiple = float(2 ** exponent) if exponent < 64 else float("inf")
-    return {"slope_uniform": su, "slope_active": sa,
-            "ratio": sa / su if abs(su) > 1e-12 else float("nan"), "data_multiple_at_largest": multiple}
+    note = ratio_undefined(su, sa)
+    return {"slope_uniform": su, "slope_active": sa, "ratio": None if note else sa / su,
+            "ratio_note": note, "data_multiple_at_largest": multiple}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def ratio_text(ratio: float | None) -> str:
+    return "undefined" if ratio is None else f"{ratio:.2f}"
 
 
 def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
@@ -141,10 +167,11 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
         }
     u, a = out["methods"]["uniform"], out["methods"]["active"]
     eff = efficiency(sizes, u["accuracy"], a["accuracy"])
-    out["efficiency_ratio"] = round(eff["ratio"], 4)
+    out["efficiency_ratio"] = _round(eff["ratio"])
+    out["efficiency_ratio_note"] = eff["ratio_note"]
     out["data_multiple_at_largest"] = round(eff["data_multiple_at_largest"], 4)
     per = [efficiency(sizes, uu, aa) for uu, aa in zip(u["per_seed"], a["per_seed"])]
-    out["efficiency_ratio_per_seed"] = [round(e["ratio"], 4) for e in per]
+    out["efficiency_ratio_per_seed"] = [_round(e["ratio"]) for e in per]
     out["slopes_per_seed"] = [{"uniform": round(e["slope_uniform"], 4),
                                "active": round(e["slope_active"], 4)} for e in per]
     for ref in ("majority", "pass"):
@@ -165,27 +192,34 @@ def verdict(summary: dict) -> str:
         + ", ".join(pct(m, s) for m, s in zip(u["accuracy"], u["accuracy_std"]))
         + "; active " + ", ".join(pct(m, s) for m, s in zip(a["accuracy"], a["accuracy_std"])) + ".",
         f"Fitted slopes per doubling of the data: uniform {100 * u['fit']['slope']:+.2f} points, "
-        f"active {100 * a['fit']['slope']:+.2f} points; ratio {summary['efficiency_ratio']:.2f} "
-        f"(per seed {', '.join(f'{r:.2f}' for r in summary['efficiency_ratio_per_seed'])}; "
+        f"active {100 * a['fit']['slope']:+.2f} points; ratio "
+        f"{ratio_text(summary['efficiency_ratio'])} (per seed "
+        f"{', '.join(ratio_text(r) for r in summary['efficiency_ratio_per_seed'])}; "
         "the paper: 2.6).",
         f"Active learning is above uniform sampling on average at sizes "
         f"{[s for s, g in zip(sizes, gaps.mean(0)) if g > 0]}, in every seed at "
         f"{[s for s, col in zip(sizes, gaps.T) if (col > 0).all()]}.",
     ]
-    if u["fit"]["slope"] <= 0 or a["fit"]["slope"] <= 0:
-        which = "Uniform sampling" if u["fit"]["slope"] <= 0 else "Active learning"
-        lines.append(f"{which} does not improve with data here, so the ratio of slopes does "
-                     "not measure data efficiency.")
+    if summary["efficiency_ratio"] is None:
+        lines.append(f"No efficiency ratio: {summary['efficiency_ratio_note']}, so the ratio "
+                     "of slopes does not measure data efficiency.")
     wa = a["wrong_answer_share"]
     lines.append(f"Selected sets hold {', '.join(f'{100 * w:.0f}%' for w in wa)} wrong-answer "
                  f"samples (uniform: {', '.join(f'{100 * w:.0f}%' for w in u['wrong_answer_share'])}).")
     return " ".join(lines)
 
 
-def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
-    out = Path(out_dir)
-    summary = run_seeds(cfg, Path(work), run_seed, summarise, verdict)
-    sizes, n = summary["sizes"], summary["best_of_n"]
+def figure_title(summary: dict) -> str:
+    """The figure's title: the efficiency ratio where it is defined, else why not."""
+    ratio = summary["efficiency_ratio"]
+    what = (f", efficiency ratio {ratio:.2f}" if ratio is not None
+            else f"\nno efficiency ratio: {summary['efficiency_ratio_note']}")
+    return f"Active learning: best-of-{summary['best_of_n']}{what}"
+
+
+def plot_active(summary: dict, path: Path) -> Path:
+    """Accuracy against samples per problem, with the fitted lines, for both methods."""
+    sizes = summary["sizes"]
     series = {}
     for color, m in zip(("C0", "C1"), summary["methods"].values()):
         series[m["label"]] = {"x": sizes, "mean": m["accuracy"], "std": m["accuracy_std"],
@@ -194,11 +228,16 @@ def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> 
         series[f"fit: {m['label']}"] = {
             "x": sizes, "std": [0.0] * len(sizes), "ls": ":", "color": color,
             "mean": [fit["slope"] * np.log2(s) + fit["intercept"] for s in sizes]}
+    return plot_series(series, path, "samples per problem labelled (log scale)",
+                       figure_title(summary))
+
+
+def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
+    out = Path(out_dir)
+    summary = run_seeds(cfg, Path(work), run_seed, summarise, verdict)
+    sizes, n = summary["sizes"], summary["best_of_n"]
     plots = {f"Best-of-{n} against samples per problem, with fitted lines (mean ± std over seeds)":
-             plot_series(series, out / "active_learning.png",
-                         "samples per problem labelled (log scale)",
-                         f"Active learning: best-of-{n}, efficiency ratio "
-                         f"{summary['efficiency_ratio']:.2f}")}
+             plot_active(summary, out / "active_learning.png")}
     u, a = summary["methods"]["uniform"], summary["methods"]["active"]
     tables = {f"Best-of-{n}: % solved against samples per problem (mean ± std)": {
         "columns": ["samples / problem", "uniform", "active", "active: wrong answers",
