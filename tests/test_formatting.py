@@ -12,6 +12,7 @@ from prmkit.models.formatting import (
     StepFormat,
     encode_solution,
     resolve_label_token_ids,
+    strip_prompt,
 )
 
 CORPUS = [
@@ -333,3 +334,9 @@ def test_generated_text_splits_into_steps_with_the_answer_heading_kept_whole():
     assert split_steps("a\n\n# Answer", "\n\n") == ["a", "# Answer"]
     with pytest.raises(PrmkitError):
         split_steps("a", "")
+
+
+def test_a_prompt_ending_in_step_separators_reads_as_the_bare_problem():
+    assert strip_prompt("What is 2+3?\n\n", "\n\n") == "What is 2+3?"
+    assert strip_prompt("  What is 2+3? ки \n ки", " ки") == "What is 2+3?"
+    assert strip_prompt("Solve x ки = 4.\n", " ки") == "Solve x ки = 4."  # inside: kept

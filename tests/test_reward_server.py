@@ -437,3 +437,20 @@ def test_a_request_that_breaks_the_score_function_fails_alone_and_its_batch_mate
     assert ok == [2] and fine == [4]
     assert isinstance(bad, ValueError)
     assert calls == [4, 1, 2, 1]  # the batch, then each request on its own
+
+
+def test_a_trailing_separator_on_the_prompt_changes_no_reward_on_any_route(scorer):
+    problem, text = "What is 2+3?", "2 + 3 = 5.\n\n# Answer\n\n5"
+    prompts = [problem, problem + "\n\n", problem + " \n\n\n"]
+    raw = scorer.score([(p, ["2 + 3 = 5.", "# Answer\n\n5"]) for p in prompts])
+    assert raw[0] != pytest.approx(raw[1], abs=1e-4)  # the bare model reads them differently
+    want = compute_step_rewards(scorer, [problem], [text])[0]
+    with LiveServer(scorer) as server:
+        openrlhf = httpx.post(server.url + "/get_reward", headers=AUTH, timeout=60, json={
+            "query": [p + text for p in prompts], "prompts": prompts}).json()
+        steps = httpx.post(server.url + "/v1/step_rewards", headers=AUTH, timeout=60, json={
+            "prompts": prompts, "completions": [text] * 3}).json()
+    offline_rewards = compute_step_rewards(scorer, prompts, [text] * 3)
+    assert openrlhf["scores"] == pytest.approx([want.score] * 3, abs=1e-5)
+    assert_same_rewards(steps["results"], as_json([want] * 3))
+    assert_same_rewards(as_json(offline_rewards), as_json([want] * 3))

@@ -71,6 +71,17 @@ def split_steps(text: str, separator: str) -> list[str]:
     return steps
 
 
+def strip_prompt(prompt: str, separator: str) -> str:
+    """A prompt as the PRM reads it before the steps: without surrounding whitespace or
+    trailing step separators, which the prompt template supplies itself. "What is 2+3?",
+    "What is 2+3?\n\n" (as a policy's template renders it) and "What is 2+3? \n" are one
+    prompt, and get the same rewards."""
+    text, sep = prompt.strip(), separator.strip()
+    while sep and text.endswith(sep):
+        text = text[: -len(sep)].rstrip()
+    return text
+
+
 @dataclass
 class EncodedSolution:
     input_ids: list[int]

@@ -2,7 +2,8 @@
 (TRL, verl, OpenRLHF, the reward server) calls.
 
 A completion is split into steps by the PRM's own step separator (`split_steps`, the one
-formatting module), all steps of a completion are scored in one forward pass and many
+formatting module), its prompt read without surrounding whitespace or trailing separators
+(`strip_prompt`), all steps of a completion are scored in one forward pass and many
 completions in token-budgeted batches (`Scorer`). Each step gets its probability of being
 correct, its character span in the completion and, when the caller gives the policy's
 tokenizer (and optionally the generated token ids), the index of the policy token that
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prmkit.errors import PrmkitError
-from prmkit.models.formatting import split_steps
+from prmkit.models.formatting import split_steps, strip_prompt
 from prmkit.scoring.aggregate import Aggregation, aggregate
 
 log = logging.getLogger("prmkit.rewards")
@@ -167,7 +168,9 @@ def compute_step_rewards(scorer, prompts: Sequence[str], completions: Sequence[s
     """Per-step rewards of each completion, in input order (see the module docstring).
 
     scorer: a `prmkit.scoring.Scorer`. prompts: the problem text the PRM sees before the
-    steps. max_tokens_per_batch: the scorer's token budget for this call. aggregation:
+    steps (surrounding whitespace and trailing step separators aside: `strip_prompt`, so
+    that a prompt as a policy's template renders it, "...?\n\n", gets the rewards of the
+    bare problem). max_tokens_per_batch: the scorer's token budget for this call. aggregation:
     overrides the PRM's configured aggregation for `score`.
     """
     _check_inputs(prompts, completions, policy_token_ids, policy_tokenizer)
@@ -178,10 +181,11 @@ def compute_step_rewards(scorer, prompts: Sequence[str], completions: Sequence[s
         scorer = copy.copy(scorer)  # same model, another budget
         scorer.token_budget = int(max_tokens_per_batch)
     sep = scorer.encoder.fmt.step_separator
+    problems = [strip_prompt(p, sep) for p in prompts]
     texts = [c if isinstance(c, str) else "" for c in completions]
     steps = [split_steps(t, sep) for t in texts]
     spans = [step_spans(t, sep) for t in texts]
-    probs = _score_all(scorer, list(zip(prompts, steps, strict=True)))
+    probs = _score_all(scorer, list(zip(problems, steps, strict=True)))
     mapper = PolicyTokens(policy_tokenizer) if policy_tokenizer is not None else None
     out = []
     for i, (text, sp, p) in enumerate(zip(texts, spans, probs, strict=True)):
