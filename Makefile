@@ -9,7 +9,7 @@ RL_ENGINES := $(VENV)/rl-engines
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test check-base lint bench clean
 
 install: $(STAMP)
 
@@ -59,7 +59,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 test: lint $(TEST_STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not rebuild"
+
+# The shipped demo base rebuilt by its command and checked (20-40 minutes of one CPU
+# thread, with a progress bar): CI's second step, outside the default suite.
+check-base: $(STAMP)
+	$(BIN)/pytest -q -s -m rebuild tests/test_demo_shipped_base.py
 
 bench: $(VLLM_STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -29,7 +29,7 @@ def generate(args) -> float:
            "--model", "smollm2-135m", "--problems", str(MATH500), "--limit", str(args.problems),
            "--n", str(args.n), "--temperature", str(args.temperature),
            "--max-tokens", str(args.max_tokens), "--prompt-format", "chat",
-           "--dtype", "bfloat16", "--max-model-len", "2048", "--seed", "0",
+           "--dtype", "auto", "--max-model-len", "2048", "--seed", "0",
            "--chunk-size", str(args.chunk_size), "--no-progress", "-o", str(args.samples)]
     print(" ".join(cmd), flush=True)
     start = time.perf_counter()

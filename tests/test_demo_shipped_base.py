@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from test_demo_base import counted_pretraining  # noqa: F401 (a fixture)
 
 from prmkit.demo.base import SHIPPED_BASE, BaseConfig, base_folder, base_info
@@ -28,11 +29,16 @@ def test_default_settings_read_the_shipped_base_without_pretraining(counted_pret
     assert counted_pretraining == []
 
 
+@pytest.mark.rebuild
 def test_build_command_reproduces_the_shipped_base(tmp_path):
+    """`make check-base` (CI's second step): the rebuild's progress bar shows with -s. The
+    rebuild runs in the dtype this CPU computes natively (bf16 with AVX512_BF16 or AMX,
+    else fp32), whichever the shipped base was built in."""
     out = tmp_path / "base"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PRMKIT_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PRMKIT_CACHE": str(tmp_path / "cache"),
+           "TQDM_MININTERVAL": "30"}  # a line every 30 s in a log
     subprocess.run([sys.executable, "-m", "prmkit.demo.base", "--out", str(out)], check=True,
-                   env=env, stdout=subprocess.DEVNULL, timeout=3600)
+                   env=env, stdout=subprocess.DEVNULL, timeout=4800)
     rebuilt, shipped = base_info(out), base_info(SHIPPED_BASE)
     assert rebuilt["key"] == shipped["key"] and rebuilt["config"] == shipped["config"]
     assert (out / "tokenizer.json").read_text() == (SHIPPED_BASE / "tokenizer.json").read_text()
@@ -42,6 +48,7 @@ def test_build_command_reproduces_the_shipped_base(tmp_path):
     for name, folder in (("rebuilt", out), ("shipped", SHIPPED_BASE)):
         model, tokenizer = load_backbone(str(folder))
         skills[name] = step_result_skill(model.eval(), tokenizer, *text)["all"]["exact"]
-    print(json.dumps({"same_weights": same_weights, **skills}))
+    print(json.dumps({"same_weights": same_weights, "rebuilt_bf16": base_info(out)["bf16"],
+                      **skills}))
     assert skills["shipped"] >= 0.95  # the paper's regime: it computes nearly every result
     assert abs(skills["rebuilt"] - skills["shipped"]) <= SKILL_TOLERANCE

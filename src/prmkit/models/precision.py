@@ -41,12 +41,12 @@ def native_bf16(device: str | torch.device = "cpu") -> tuple[bool, str]:
     return False, "CPU without avx512_bf16 or amx_bf16 (bf16 would be emulated)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_choice(choice: str, why: str) -> None:
     log.info("compute dtype %s: %s", choice, why)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_emulated(why: str) -> None:
     warnings.warn(f"bf16 was asked for on a {why}: it runs about 10x slower than fp32 "
                   "here; leave it to auto (fp32 on this hardware) unless bf16 is what you "
