@@ -7,48 +7,14 @@ import math
 import sys
 from pathlib import Path
 
-import orjson
-
 from prmkit.cli import eval_summary
-from prmkit.data.io import atomic_write, iter_jsonl
+from prmkit.cli.eval_output import emit, show_progress
+from prmkit.data.io import iter_jsonl
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
 
 DEFAULT_PROCESSBENCH = Path("../shared/data/processbench")
 DEFAULT_PRMBENCH = Path("../shared/data/prmbench")
-
-
-def _clean(obj):
-    """NaN -> None so that the JSON output stays valid."""
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
-
-
-def _emit(result: dict, args, summary) -> None:
-    """JSON to --output; on stdout the metrics as JSON with --json, else `summary(result)`
-    (a few lines for people)."""
-    if getattr(args, "data_sources", None):
-        result = result | {"data": args.data_sources}
-    result = _clean(result)
-    data = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
-    if getattr(args, "output", None):
-        with atomic_write(args.output) as f:
-            f.write(data + b"\n")
-    if args.json:
-        sys.stdout.write(data.decode() + "\n")
-    else:
-        sys.stdout.write(summary(result) + "\n")
-
-
-def _progress(args) -> bool:
-    """Progress bars only on a terminal (a log or a pipe keeps every redraw), never with
-    --json."""
-    return not getattr(args, "json", False) and sys.stderr.isatty()
 
 
 def _ints(text: str) -> list[int]:
@@ -90,7 +56,7 @@ def cmd_bon(args) -> int:
         votes = [] if (i > 0 or args.no_majority) else ["majority"]
         curves = bon_curves(pools, args.n, estimator=args.estimator, pool_size=args.pool_size,
                             trials=args.trials, seed=args.seed, votes=votes,
-                            progress=_progress(args))
+                            progress=show_progress(args))
         series[f"{key} best-of-N"] = {"n": curves.n, "accuracy": curves.accuracy["best"],
                                       "std": curves.std["best"]}
         if i == 0:
@@ -121,7 +87,7 @@ def cmd_bon(args) -> int:
               f"{pad['empty_slots']} empty slots in all)", file=sys.stderr)
     if args.plot:
         plot_bon_curves(series, args.plot, title=f"Best-of-N on {Path(args.samples).name}")
-    _emit(result, args, eval_summary.bon)
+    emit(result, args, eval_summary.bon)
     return 0
 
 
@@ -160,7 +126,7 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
                                     attn_implementation=args.attn_implementation,
                                     **prm_load_options(args))
     ids = list(problems_and_steps)
-    probs = scorer.score([problems_and_steps[i] for i in ids], progress=_progress(args))
+    probs = scorer.score([problems_and_steps[i] for i in ids], progress=show_progress(args))
     return dict(zip(ids, probs))
 
 
@@ -226,7 +192,7 @@ def cmd_processbench(args) -> int:
     result = pb.evaluate(items, preds) | result
     if args.limit is not None:
         result["limit"] = {"items": len(all_items), "of": available, "seed": args.seed}
-    _emit(result, args, eval_summary.processbench)
+    emit(result, args, eval_summary.processbench)
     return 0
 
 
@@ -259,7 +225,7 @@ def cmd_prmbench(args) -> int:
     result["threshold"] = args.threshold
     if args.limit is not None:
         result["limit"] = {"items": len(items), "of": available, "seed": args.seed}
-    _emit(result, args, eval_summary.prmbench)
+    emit(result, args, eval_summary.prmbench)
     return 0
 
 
@@ -278,10 +244,10 @@ def cmd_steps(args) -> int:
                                     args.bins, args.batch_tokens, device=args.device,
                                     attn_implementation=args.attn_implementation,
                                     limit=args.limit, seed=args.seed,
-                                    progress=_progress(args), **prm_load_options(args))
+                                    progress=show_progress(args), **prm_load_options(args))
         if args.plot:
             plot_calibration(result["calibration"], args.plot)
-        _emit(result, args, eval_summary.steps)
+        emit(result, args, eval_summary.steps)
         return 0
     scores, labels = [], []
     for line, rec in iter_jsonl(args.predictions):
@@ -310,7 +276,7 @@ def cmd_steps(args) -> int:
         result["limit"] = {"solutions": len(kept), "of": available, "seed": args.seed}
     if args.plot:
         plot_calibration(result["calibration"], args.plot)
-    _emit(result, args, eval_summary.steps)
+    emit(result, args, eval_summary.steps)
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def cmd_search_eval(args) -> int:
     from prmkit.cli import eval_summary
-    from prmkit.cli.eval import _emit, _progress
+    from prmkit.cli.eval_output import emit, show_progress
     from prmkit.evaluation.plots import plot_search_curves
     from prmkit.evaluation.report import write_report
     from prmkit.search.accounting import evaluate_results, read_results, report_table
@@ -22,7 +22,7 @@ def cmd_search_eval(args) -> int:
                 if p.answer is not None}
     files = [read_results(path) for path in args.results]
     result = evaluate_results(files, gold, trials=args.trials, seed=args.seed,
-                              progress=_progress(args))
+                              progress=show_progress(args))
     out = Path(args.out_dir)
     plot = plot_search_curves(result, out / "search_curves.png")
     paths = write_report(out, result, plots={"accuracy against compute": plot},
@@ -30,7 +30,7 @@ def cmd_search_eval(args) -> int:
                          tables={"methods and budgets": report_table(result)})
     print(f"wrote {paths['json']}, {paths['markdown']}, {paths['html']} and {plot}",
           file=sys.stderr)
-    _emit(result, args, eval_summary.search)
+    emit(result, args, eval_summary.search)
     return 0
 
 
