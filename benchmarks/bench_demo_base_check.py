@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from prmkit.demo.base import resolve_base
-from prmkit.demo.error_kinds import kind_report
 from prmkit.demo.run import DemoConfig, _solution_score, seed_world
 from prmkit.demo.skill import written_result_probs
 from prmkit.demo.world import check_solution
+from prmkit.demo.world.error_kinds import kind_report
 from prmkit.models.backbones import load_backbone
 
 HERE = Path(__file__).resolve().parent

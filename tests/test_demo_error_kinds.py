@@ -1,7 +1,7 @@
 import pytest
 
-from prmkit.demo.error_kinds import KINDS, error_kind, kind_report, pick_indices
 from prmkit.demo.world import NodeRef, WorldProblem, build_tree
+from prmkit.demo.world.error_kinds import KINDS, error_kind, kind_report, pick_indices
 
 # Ann: 7 + 3 * 4 - 5 = 14; the distractor (Ben's 9 apples) is the trap: 9 + 3 * 4 - 5 = 16.
 ANN = WorldProblem(
@@ -79,7 +79,7 @@ def test_pick_indices_map_answered_solutions_back_to_the_pool():
 
 
 def test_kinds_are_averaged_over_the_seeds_where_they_occur():
-    from prmkit.demo.error_kinds import kinds_table, summarise_kinds
+    from prmkit.demo.world.error_kinds import kinds_table, summarise_kinds
 
     pool = list(POOL.values())
     a = kind_report([ANN], [pool], [_scores({"slip": 0.1, "miscopy": 0.9, "skip": 0.95,

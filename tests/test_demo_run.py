@@ -39,7 +39,7 @@ def test_quick_demo_writes_metrics_report_and_plots(quick_runs):
 
 
 def test_quick_demo_reports_each_error_kind_for_both_reward_models(quick_runs):
-    from prmkit.demo.error_kinds import KINDS
+    from prmkit.demo.world.error_kinds import KINDS
 
     out, _ = quick_runs[0]
     metrics = json.loads((out / "metrics.json").read_text())

@@ -3,8 +3,6 @@ import statistics
 
 import pytest
 
-from prmkit.demo.checker import _STEP_RE
-from prmkit.demo.sampler import WorldPrompts, WorldSampler, continue_solution
 from prmkit.demo.world import (
     NodeRef,
     Propensity,
@@ -14,6 +12,8 @@ from prmkit.demo.world import (
     make_problems,
     sample_solutions,
 )
+from prmkit.demo.world.checker import STEP_RE
+from prmkit.demo.world.sampler import WorldPrompts, WorldSampler, continue_solution
 from prmkit.errors import PrmkitError
 from prmkit.generation import Prompt, SampleRequest, SamplingParams
 from prmkit.models.backbones import train_tokenizer
@@ -100,7 +100,7 @@ def test_steps_sampled_one_by_one_make_a_valid_solution():
     sampler = WorldSampler(problems)
     for i, p in enumerate(problems):
         steps = step_by_step(sampler, p, seed=i)
-        assert all(_STEP_RE.match(s) for s in steps[:-1]), steps
+        assert all(STEP_RE.match(s) for s in steps[:-1]), steps
         assert steps[-1].startswith("Answer: ") and len(check_solution(p, steps).labels) == len(steps)
 
 

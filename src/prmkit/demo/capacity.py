@@ -21,8 +21,8 @@ import numpy as np
 
 from prmkit.data.io import cached_json
 from prmkit.demo.base import BaseConfig, base_with_overrides
-from prmkit.demo.error_kinds import KINDS, summarise_kinds
 from prmkit.demo.run import DemoConfig, quick_config, run_seed, settings_key, torch_settings
+from prmkit.demo.world.error_kinds import KINDS, summarise_kinds
 
 KEEP = ("seed", "prm", "orm", "majority", "pass", "step_auroc", "first_error", "error_kinds",
         "seconds")

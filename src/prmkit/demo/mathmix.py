@@ -25,10 +25,10 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from prmkit.demo.examples import corpus_documents
-from prmkit.demo.problems import make_problems
-from prmkit.demo.solver import sample_pools
-from prmkit.demo.trees import _apply
+from prmkit.demo.world.examples import corpus_documents
+from prmkit.demo.world.problems import make_problems
+from prmkit.demo.world.solver import sample_pools
+from prmkit.demo.world.trees import apply_op
 from prmkit.errors import PrmkitError
 
 FACT_FORMATS = ("plain", "lsd")
@@ -101,7 +101,7 @@ def step_facts(steps) -> list[tuple[str, int, int]]:
             a, b = int(parts[0]), int(parts[2])
         except ValueError:
             continue
-        v = _apply(parts[1], a, b)
+        v = apply_op(parts[1], a, b)
         if v is not None and v >= 0:
             out.append((parts[1], a, b))
     return out
@@ -126,7 +126,7 @@ def _lsd(v: int) -> str:
 
 
 def fact_line(op: str, a: int, b: int, fmt: str = "plain") -> str:
-    c = _apply(op, a, b)
+    c = apply_op(op, a, b)
     if c is None:
         raise PrmkitError(f"{a} {op} {b} has no exact integer result")
     if fmt == "lsd":

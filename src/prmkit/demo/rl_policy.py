@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prmkit.data.io import atomic_folder
 from prmkit.demo import world
-from prmkit.demo.problems import WorldProblem
+from prmkit.demo.world.problems import WorldProblem
 from prmkit.generation.base import Prompt, SampleRequest, SamplingParams
 from prmkit.models.formatting import split_steps
 

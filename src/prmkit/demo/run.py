@@ -24,8 +24,8 @@ import torch
 from prmkit.demo import world
 from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.base import base_info, resolve_base
-from prmkit.demo.error_kinds import kind_report, kinds_table, pick_indices, summarise_kinds
 from prmkit.demo.lm_loss import LMKeepingRewardModel
+from prmkit.demo.world.error_kinds import kind_report, kinds_table, pick_indices, summarise_kinds
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
 from prmkit.evaluation.bon import ProblemPool

@@ -31,7 +31,7 @@ from prmkit.demo.run import (
     train_seed_models,
     with_overrides,
 )
-from prmkit.demo.sampler import WorldSampler
+from prmkit.demo.world.sampler import WorldSampler
 from prmkit.generation import SamplingParams
 from prmkit.search import RescoringScorer, SearchConfig, run_search
 from prmkit.selection import AnswerClusterer

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from prmkit.demo.mathmix import step_facts
-from prmkit.demo.trees import OPS, _apply
+from prmkit.demo.world.trees import OPS, apply_op
 
 
 def _targets(problem_text: str, steps, exact_only: bool = True,
@@ -27,7 +27,7 @@ def _targets(problem_text: str, steps, exact_only: bool = True,
         if facts and k < len(steps) - 1:
             op, a, b = facts[0]
             written = s.rsplit("=", 1)[1].strip()
-            if s.endswith(written) and (written == str(_apply(op, a, b)) or not exact_only):
+            if s.endswith(written) and (written == str(apply_op(op, a, b)) or not exact_only):
                 end = pos + len(s)
                 spans.append((end - len(written), end, op) if exact_only
                              else (end - len(written), end, op, k))
@@ -111,8 +111,8 @@ def step_result_skill(model, tokenizer, problems, pools, batch_size: int = 32,
 def heldout_text(seeds=(0,), test: int = 120, samples: int = 8, difficulty: str = "easy"):
     """The held-out text the indicator reads: the first `samples` of each test pool of the
     demo's seeds (problems no base model is trained on)."""
-    from prmkit.demo.problems import make_splits
-    from prmkit.demo.solver import sample_pools
+    from prmkit.demo.world.problems import make_splits
+    from prmkit.demo.world.solver import sample_pools
 
     problems, pools = [], []
     for seed in seeds:

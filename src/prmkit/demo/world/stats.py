@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prmkit.demo.checker import StepCheck, _parse_int, check_solution
-from prmkit.demo.problems import WorldProblem, make_problems
-from prmkit.demo.solver import sample_pools
+from prmkit.demo.world.checker import StepCheck, check_solution, parse_int
+from prmkit.demo.world.problems import WorldProblem, make_problems
+from prmkit.demo.world.solver import sample_pools
 from prmkit.errors import PrmkitError
 
 
@@ -96,11 +96,11 @@ def world_stats(
         lv[0] += r
         lv[1] += n
         m = majority_answer(c.answer for c in checks)
-        if _parse_int(m) == int(prob.answer):
+        if parse_int(m) == int(prob.answer):
             maj += 1
         else:
             maj_wrong += 1
-            maj_trap += prob.trap_answer is not None and _parse_int(m) == int(prob.trap_answer)
+            maj_trap += prob.trap_answer is not None and parse_int(m) == int(prob.trap_answer)
         pas += r > 0
         best += any(c.process_correct for c in checks)
     return WorldStats(

@@ -18,23 +18,15 @@ checker's verdict, never from the solver's bookkeeping:
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
-from prmkit.demo.checker import check_solution
+from prmkit.demo.world.checker import STEP_RE, check_solution
+from prmkit.demo.world.trees import apply_op
 from prmkit.evaluation import auroc
 from prmkit.scoring.aggregate import fill_null_steps
 
 KINDS = ("slip", "miscopy", "skip", "trap", "cancel")
-_STEP = re.compile(r"^\s*(-?\d+)\s*([-+*/])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
-
-
-def _exact(op: str, a: int, b: int) -> int | None:
-    if op == "/":
-        return a // b if b and a % b == 0 else None
-    return {"+": a + b, "-": a - b, "*": a * b}[op]
-
 
 def _tree_ops(tree) -> set[tuple[str, int, int]]:
     ops = set()
@@ -52,9 +44,9 @@ def error_kind(problem, steps, check=None) -> str:
     if chk.process_correct:
         return "right"
     bad = steps[chk.first_error] if 0 <= chk.first_error < len(steps) else ""
-    m = _STEP.match(bad)
+    m = STEP_RE.match(bad)
     step = (m[2], int(m[1]), int(m[3])) if m else None
-    exact = step is not None and _exact(*step) == int(m[4])
+    exact = step is not None and apply_op(*step) == int(m[4])
     if problem.trap is not None and (chk.answer == problem.trap_answer
                                      or (exact and step in _tree_ops(problem.trap))):
         return "trap"
@@ -64,7 +56,7 @@ def error_kind(problem, steps, check=None) -> str:
         return "cancel" if chk.final_correct else "slip"
     written = set()
     for s in steps[: chk.first_error]:
-        w = _STEP.match(s)
+        w = STEP_RE.match(s)
         if w:
             written.add(int(w[4]))
     quantities = set(problem.quantities)

@@ -11,7 +11,7 @@ OPS = ("+", "-", "*", "/")
 MAX_VALUE = 300  # every true intermediate value stays within 0..MAX_VALUE
 
 
-def _apply(op: str, a: int, b: int) -> int | None:
+def apply_op(op: str, a: int, b: int) -> int | None:
     """Exact integer result of `a op b`; None for division by zero or an inexact division."""
     if op == "+":
         return a + b
@@ -91,11 +91,11 @@ class NodeRef(int):
     """A node index, distinguished from a literal while building a tree."""
 
 
-class _Invalid(Exception):
+class InvalidTree(Exception):
     pass
 
 
-class _Builder:
+class TreeBuilder:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.values: list[int] = []
@@ -103,9 +103,9 @@ class _Builder:
     def op(self, op: str, a: int, b: int) -> NodeRef:
         va = self.values[a] if isinstance(a, NodeRef) else a
         vb = self.values[b] if isinstance(b, NodeRef) else b
-        v = _apply(op, va, vb)
+        v = apply_op(op, va, vb)
         if v is None or v < 0 or v > MAX_VALUE:
-            raise _Invalid
+            raise InvalidTree
         self.nodes.append(Node(op, int(a), int(b), isinstance(a, NodeRef), isinstance(b, NodeRef)))
         self.values.append(v)
         return NodeRef(len(self.nodes) - 1)
@@ -119,7 +119,7 @@ def build_tree(ops: Sequence[tuple[str, int, int]]) -> Tree:
 
     build_tree([("*", 3, 4), ("+", 7, NodeRef(0)), ("-", NodeRef(1), 5)]) is 7 + 3 * 4 - 5.
     """
-    bld = _Builder()
+    bld = TreeBuilder()
     for k, (op, a, b) in enumerate(ops):
         if op not in OPS:
             raise PrmkitError(f"operation {k}: unknown operator {op!r}, use one of {OPS}")
@@ -128,7 +128,7 @@ def build_tree(ops: Sequence[tuple[str, int, int]]) -> Tree:
                 raise PrmkitError(f"operation {k}: NodeRef({int(x)}) is not an earlier operation")
         try:
             bld.op(op, a, b)
-        except _Invalid:
+        except InvalidTree:
             raise PrmkitError(
                 f"operation {k}: {op!r} gives an inexact, negative or too large value"
             ) from None

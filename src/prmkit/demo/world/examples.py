@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from prmkit.data.records import ScoredSample, StepExample
-from prmkit.demo.checker import check_solution
-from prmkit.demo.problems import WorldProblem
+from prmkit.demo.world.checker import check_solution
+from prmkit.demo.world.problems import WorldProblem
 from prmkit.errors import PrmkitError
 
 

@@ -6,9 +6,9 @@ import random
 import re
 from collections.abc import Sequence
 
-from prmkit.demo.trees import MAX_VALUE, Tree, _Builder, _Invalid
+from prmkit.demo.world.trees import MAX_VALUE, InvalidTree, Tree, TreeBuilder
 
-_INT_RE = re.compile(r"\d+")
+INT_RE = re.compile(r"\d+")
 
 _PEOPLE = (
     ("Ann", "She"), ("Ben", "He"), ("Cal", "He"), ("Dee", "She"), ("Eva", "She"),
@@ -29,7 +29,7 @@ _EQ_LAYERS = ((2,), (2, 3), (3,), (3, 4), (4, 5))
 
 
 def _word_tree(start: int, events: Sequence[tuple]) -> Tree:
-    bld = _Builder()
+    bld = TreeBuilder()
     acc: int = start
     for ev in events:
         kind = ev[0]
@@ -46,18 +46,18 @@ def _word_tree(start: int, events: Sequence[tuple]) -> Tree:
 def _try_tree(make) -> Tree | None:
     try:
         return make()
-    except _Invalid:
+    except InvalidTree:
         return None
 
 
-def _swap_digits(v: int) -> int | None:
+def swap_digits(v: int) -> int | None:
     s = str(v)
     if len(s) == 2 and s[0] != s[1] and s[1] != "0":
         return int(s[::-1])
     return None
 
 
-def _gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str, Tree]]]:
+def gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str, Tree]]]:
     i = level - 1
     target = rng.choice(_WORD_NODES[i])
     while True:
@@ -132,11 +132,11 @@ def _gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str
             traps.append(("add-for-times", _try_tree(lambda s=summed: _word_tree(start, s))))
     if len(events) >= 2:
         traps.append(("forgot-step", _try_tree(lambda: _word_tree(start, events[:-1]))))
-    swapped = _swap_digits(start)
+    swapped = swap_digits(start)
     if swapped:
         traps.append(("misread", _try_tree(lambda: _word_tree(swapped, events))))
     if rng.random() < 0.25 + 0.1 * level:
-        used = set(_INT_RE.findall(" ".join(sentences)))
+        used = set(INT_RE.findall(" ".join(sentences)))
         d = rng.randint(*_WORD_START[i])
         while str(d) in used:
             d += 1
@@ -166,7 +166,7 @@ def _gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str
 
 
 def _chain_tree(start: int, steps: Sequence[tuple[str, int]]) -> Tree:
-    bld = _Builder()
+    bld = TreeBuilder()
     acc: int = start
     for op, k in steps:
         acc = bld.op(op, acc, k)
@@ -176,7 +176,7 @@ def _chain_tree(start: int, steps: Sequence[tuple[str, int]]) -> Tree:
 _INVERSE = {"+": "-", "-": "+", "*": "/", "/": "*"}
 
 
-def _gen_equation(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str, Tree]]]:
+def gen_equation(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str, Tree]]]:
     i = level - 1
     if level in (2, 3, 4) and rng.random() < 0.3:
         return _gen_two_sided(rng, level)
@@ -236,7 +236,7 @@ def _gen_equation(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple
             bad = list(solve)
             bad[k], bad[k + 1] = bad[k + 1], bad[k]
             traps.append(("order", _try_tree(lambda b=bad: _chain_tree(value, b))))
-    swapped = _swap_digits(value)
+    swapped = swap_digits(value)
     if swapped:
         traps.append(("misread", _try_tree(lambda: _chain_tree(swapped, solve))))
     valid = [(k, t) for k, t in traps if t is not None and t.answer != tree.answer]
@@ -244,7 +244,7 @@ def _gen_equation(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple
 
 
 def _two_sided_tree(a: int, b: int, c: int, d: int, sign_x: str, sign_c: str) -> Tree:
-    bld = _Builder()
+    bld = TreeBuilder()
     coef = bld.op(sign_x, a, c)
     const = bld.op(sign_c, d, b)
     bld.op("/", const, coef)

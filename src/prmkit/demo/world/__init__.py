@@ -16,19 +16,24 @@ statistics.
 
 from __future__ import annotations
 
-from prmkit.demo.checker import StepCheck, check_solution, extract_final_answer
-from prmkit.demo.examples import corpus_documents, corpus_text, to_scored_samples, to_step_examples
-from prmkit.demo.problems import (
+from prmkit.demo.world.checker import StepCheck, check_solution, extract_final_answer
+from prmkit.demo.world.examples import (
+    corpus_documents,
+    corpus_text,
+    to_scored_samples,
+    to_step_examples,
+)
+from prmkit.demo.world.plan import Propensity
+from prmkit.demo.world.problems import (
     DIFFICULTIES,
-    Propensity,
     WorldProblem,
     WorldSplits,
     make_problems,
     make_splits,
 )
-from prmkit.demo.solver import sample_pools, sample_solutions
-from prmkit.demo.stats import WorldStats, main, majority_answer, world_stats
-from prmkit.demo.trees import MAX_VALUE, OPS, Node, NodeRef, Tree, build_tree
+from prmkit.demo.world.solver import sample_pools, sample_solutions
+from prmkit.demo.world.stats import WorldStats, main, majority_answer, world_stats
+from prmkit.demo.world.trees import MAX_VALUE, OPS, Node, NodeRef, Tree, build_tree
 
 __all__ = [
     "DIFFICULTIES", "MAX_VALUE", "OPS", "Node", "NodeRef", "Propensity", "StepCheck", "Tree",
@@ -37,6 +42,3 @@ __all__ = [
     "make_problems", "make_splits", "sample_pools", "sample_solutions", "to_scored_samples",
     "to_step_examples", "world_stats",
 ]
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,10 +6,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prmkit.demo.problems import WorldProblem
-from prmkit.demo.trees import _apply
+from prmkit.demo.world.problems import WorldProblem
+from prmkit.demo.world.trees import apply_op
 
-_STEP_RE = re.compile(r"^\s*(-?\d+)\s*([-+*/])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
+STEP_RE = re.compile(r"^\s*(-?\d+)\s*([-+*/])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
 _ANSWER_RE = re.compile(r"^\s*Answer:\s*(.*?)\s*$")
 
 
@@ -25,7 +25,7 @@ class StepCheck:
         return self.first_error == -1 and self.final_correct
 
 
-def _parse_int(s: str | None) -> int | None:
+def parse_int(s: str | None) -> int | None:
     if s is None:
         return None
     s = s.strip().rstrip(".")
@@ -53,16 +53,16 @@ def check_solution(problem: WorldProblem, steps: Sequence[str]) -> StepCheck:
     "Answer: v" is correct when v is the true answer and an earlier step wrote it.
     Any other text is wrong.
     """
-    table = problem._check_table
+    table = problem.check_table
     truth = int(problem.answer)
     written: set[int] = set()
     labels: list[int] = []
     answer = None
     for s in steps:
-        m = _STEP_RE.match(s)
+        m = STEP_RE.match(s)
         if m:
             a, op, b, c = int(m[1]), m[2], int(m[3]), int(m[4])
-            ok = _apply(op, a, b) == c
+            ok = apply_op(op, a, b) == c
             if ok:
                 needs = table.get((op, a, b))
                 ok = needs is not None and any(all(v in written for v in nd) for nd in needs)
@@ -72,9 +72,9 @@ def check_solution(problem: WorldProblem, steps: Sequence[str]) -> StepCheck:
         m = _ANSWER_RE.match(s)
         if m:
             answer = m[1]
-            v = _parse_int(answer)
+            v = parse_int(answer)
             labels.append(1 if v == truth and v in written else -1)
             continue
         labels.append(-1)
     first_error = labels.index(-1) if -1 in labels else -1
-    return StepCheck(labels, first_error, _parse_int(answer) == truth, answer)
+    return StepCheck(labels, first_error, parse_int(answer) == truth, answer)

@@ -8,22 +8,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from prmkit.data.records import Problem
-from prmkit.demo.generators import _INT_RE, _gen_equation, _gen_word
-from prmkit.demo.trees import Tree
+from prmkit.demo.world.generators import INT_RE, gen_equation, gen_word
+from prmkit.demo.world.plan import Plan, Propensity
+from prmkit.demo.world.trees import Tree
 from prmkit.errors import PrmkitError
 
 DIFFICULTIES = {"easy": (1, 2), "medium": (2, 3, 4), "hard": (4, 5), "mixed": (1, 2, 3, 4, 5)}
-
-
-@dataclass(frozen=True)
-class Propensity:
-    """Per-problem error rates of the solver (per step unless stated)."""
-
-    slip: float = 0.03  # arithmetic slip, before the operation/magnitude weight
-    copy: float = 0.018  # miscopied literal operand
-    skip: float = 0.014  # step done "in the head" and not written
-    cancel: float = 0.06  # a later step slips back onto the intended value
-    trap: float = 0.0  # per sample: follows the trap tree instead of the true one
 
 
 @dataclass(frozen=True)
@@ -40,7 +30,7 @@ class WorldProblem:
 
     @property
     def quantities(self) -> tuple[int, ...]:
-        return tuple(int(m) for m in _INT_RE.findall(self.text))
+        return tuple(int(m) for m in INT_RE.findall(self.text))
 
     @property
     def trap_answer(self) -> str | None:
@@ -60,7 +50,7 @@ class WorldProblem:
         )
 
     @cached_property
-    def _check_table(self) -> dict[tuple[str, int, int], list[tuple[int, ...]]]:
+    def check_table(self) -> dict[tuple[str, int, int], list[tuple[int, ...]]]:
         """(op, a, b) -> for each matching node, the operand values that must be written first."""
         table: dict[tuple[str, int, int], list[tuple[int, ...]]] = {}
         t = self.tree
@@ -79,10 +69,10 @@ class WorldProblem:
         return self.tree.canonical()
 
     @cached_property
-    def _plans(self):
-        from prmkit.demo.solver import _Plan
-
-        return _Plan(self.tree, self), (_Plan(self.trap, self) if self.trap else None)
+    def plans(self) -> tuple[Plan, Plan | None]:
+        """The solver's plans of the true tree and of the trap's (None without a trap)."""
+        return (Plan(self.tree, self.quantities, self.propensity),
+                Plan(self.trap, self.quantities, self.propensity) if self.trap else None)
 
 
 def _levels(difficulty: str | int | Sequence[int]) -> tuple[int, ...]:
@@ -130,7 +120,7 @@ def make_problems(
     while len(problems) < n:
         level = rng.choice(levels)
         kind = "word" if rng.random() < word_fraction else "equation"
-        text, tree, traps = (_gen_word if kind == "word" else _gen_equation)(rng, level)
+        text, tree, traps = (gen_word if kind == "word" else gen_equation)(rng, level)
         key = tree.canonical()
         if key in seen:
             continue

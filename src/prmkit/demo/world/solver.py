@@ -6,28 +6,11 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from prmkit.demo.generators import _swap_digits
-from prmkit.demo.problems import Propensity, WorldProblem
-from prmkit.demo.trees import Tree, _apply
+from prmkit.demo.world.generators import swap_digits
+from prmkit.demo.world.plan import Plan, Propensity
+from prmkit.demo.world.problems import WorldProblem
+from prmkit.demo.world.trees import apply_op
 from prmkit.errors import PrmkitError
-
-
-class _Plan:
-    """Precomputed solver data for one tree of one problem."""
-
-    def __init__(self, tree: Tree, problem: WorldProblem):
-        self.tree = tree
-        self.orders = tree.orders()
-        self.clean = [tree.step(j) for j in range(len(tree.nodes))]
-        self.quantities = problem.quantities
-        p = problem.propensity
-        self.thresholds = []  # per node: (copy, copy+skip, copy+skip+slip)
-        for j, n in enumerate(tree.nodes):
-            a, b = tree.operands(j)
-            digits = len(str(a)) + len(str(b)) + len(str(tree.values[j]))
-            weight = {"+": 1.0, "-": 1.1, "*": 1.6, "/": 1.3}[n.op] * (1 + 0.3 * (digits - 3))
-            copy = p.copy if not (n.a_node and n.b_node) else 0.0
-            self.thresholds.append((copy, copy + p.skip, copy + p.skip + p.slip * weight))
 
 
 def _miscopy(v: int, quantities: Sequence[int], rng: random.Random) -> int:
@@ -37,7 +20,7 @@ def _miscopy(v: int, quantities: Sequence[int], rng: random.Random) -> int:
         if others:
             return rng.choice(others)  # the wrong quantity of the problem
     if r < 0.6:
-        s = _swap_digits(v)
+        s = swap_digits(v)
         if s is not None:
             return s
     w = v + rng.choice((-2, -1, 1, 1, 2))
@@ -55,17 +38,17 @@ def _slip(res: int, op: str, a: int, rng: random.Random) -> int:
     return res + d if res + d >= 0 else res - d
 
 
-def _pick_order(plan: _Plan, rng: random.Random) -> tuple[int, ...]:
+def pick_order(plan: Plan, rng: random.Random) -> tuple[int, ...]:
     return plan.orders[0] if len(plan.orders) == 1 or rng.random() < 0.6 else (
         rng.choice(plan.orders))  # fmt: skip
 
 
-def _solve(plan: _Plan, rng: random.Random, p: Propensity) -> list[str]:
-    order = _pick_order(plan, rng)
-    return _continue(plan, rng, p, order[:0], order, list(plan.tree.values))
+def _solve(plan: Plan, rng: random.Random, p: Propensity) -> list[str]:
+    order = pick_order(plan, rng)
+    return continue_steps(plan, rng, p, order[:0], order, list(plan.tree.values))
 
 
-def _continue(plan: _Plan, rng: random.Random, p: Propensity, done: Sequence[int],
+def continue_steps(plan: Plan, rng: random.Random, p: Propensity, done: Sequence[int],
               order: Sequence[int], vals: list[int]) -> list[str]:
     """The steps after `done` (nodes already handled, written or in the head), following
     `order`; `vals` holds what the solver believes each node is (updated in place)."""
@@ -91,7 +74,7 @@ def _continue(plan: _Plan, rng: random.Random, p: Propensity, done: Sequence[int
                 b = _miscopy(b, plan.quantities, rng)
             else:
                 a = _miscopy(a, plan.quantities, rng)
-        res = _apply(n.op, a, b)
+        res = apply_op(n.op, a, b)
         if res is None:  # an inexact division after an earlier mistake: round it
             res = a // b if b else a
         if t_copy <= u < t_skip:  # done in the head, not written
@@ -131,7 +114,7 @@ def sample_solutions(
 ) -> list[list[str]]:
     """`n` sampled solutions (lists of steps ending with "Answer: ...")."""
     rng = _as_rng(rng)
-    true_plan, trap_plan = problem._plans
+    true_plan, trap_plan = problem.plans
     p = problem.propensity
     out = []
     for _ in range(n):

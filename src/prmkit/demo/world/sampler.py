@@ -31,9 +31,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prmkit.demo.checker import _STEP_RE, extract_final_answer
-from prmkit.demo.problems import WorldProblem
-from prmkit.demo.solver import _continue, _pick_order, _Plan
+from prmkit.demo.world.checker import STEP_RE, extract_final_answer
+from prmkit.demo.world.plan import Plan
+from prmkit.demo.world.problems import WorldProblem
+from prmkit.demo.world.solver import continue_steps, pick_order
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
     Completion,
@@ -48,7 +49,7 @@ from prmkit.models.formatting import render_prompt, split_steps
 _UNEXPLAINED_STEP = 2  # cost of a written step that matches no node: both operands unexplained
 
 
-def _replay(plan: _Plan, steps: Sequence[str]) -> tuple[int, list[int], list[int], list[int]]:
+def _replay(plan: Plan, steps: Sequence[str]) -> tuple[int, list[int], list[int], list[int]]:
     """Read written steps as the solver following `plan` would have written them.
 
     Returns (unexplained operands, handled nodes in order, the nodes written, believed
@@ -68,7 +69,7 @@ def _replay(plan: _Plan, steps: Sequence[str]) -> tuple[int, list[int], list[int
         vals[j] = value
 
     for s in steps:
-        m = _STEP_RE.match(s)
+        m = STEP_RE.match(s)
         if m is None:
             cost += _UNEXPLAINED_STEP
             continue
@@ -116,7 +117,7 @@ def continue_solution(problem: WorldProblem, prefix: Sequence[str],
     none when the prefix already has an answer."""
     if extract_final_answer(prefix) is not None:
         return []
-    true_plan, trap_plan = problem._plans
+    true_plan, trap_plan = problem.plans
     p = problem.propensity
     replays = {plan: _replay(plan, prefix) for plan in (true_plan, trap_plan) if plan is not None}
     least = min(r[0] for r in replays.values())
@@ -127,12 +128,12 @@ def continue_solution(problem: WorldProblem, prefix: Sequence[str],
         plan = fits[0]
     _, done, written, vals = replays[plan]
     if any(_agrees(o, done, written) for o in plan.orders):
-        order = _pick_order(plan, rng)
+        order = pick_order(plan, rng)
         while not _agrees(order, done, written):
-            order = _pick_order(plan, rng)
+            order = pick_order(plan, rng)
     else:  # steps in an order the solver never takes: go on in its first order
         order = tuple(done) + tuple(j for j in plan.orders[0] if j not in done)
-    return _continue(plan, rng, p, done, order, vals)
+    return continue_steps(plan, rng, p, done, order, vals)
 
 
 @dataclass(frozen=True)
