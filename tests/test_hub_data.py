@@ -86,9 +86,10 @@ def test_missing_name_fails_fast_saying_what_was_tried(hub_cache, tmp_path, monk
     with pytest.raises(PrmkitError) as e:
         dataset_path("nobody/nothing")
     message = str(e.value)
-    assert message.startswith("dataset 'nobody/nothing' was not found; tried: a path")
+    assert message.startswith("dataset 'nobody/nothing' is not in the local Hub cache and the "
+                              "Hub cannot be reached (HF_HUB_OFFLINE is set); tried: a path")
     for tried in (f"a local copy at {tmp_path / 'copies' / 'nobody/nothing'}",
-                  f"the Hub cache {hub_cache}", "the Hub: not asked, HF_HUB_OFFLINE is set"):
+                  f"the Hub cache {hub_cache}", "`hf download nobody/nothing --repo-type dataset`"):
         assert tried in message
 
 
@@ -136,8 +137,76 @@ def test_model_by_hub_id_from_the_cache(hub_cache, tmp_path):
                                    format="math-shepherd")
     by_path = Scorer.from_pretrained(snapshot, device="cpu", format="math-shepherd")
     assert by_id.score([(PROBLEM, STEPS)]) == by_path.score([(PROBLEM, STEPS)])
-    with pytest.raises(PrmkitError, match="model 'nobody/prm' was not found; tried"):
+    with pytest.raises(PrmkitError, match="model 'nobody/prm' is not in the local Hub cache "
+                                          "and the Hub cannot be reached"):
         resolve_model_folder("nobody/prm")
+
+
+def fake_hub(monkeypatch, online_error: Exception):
+    """A Hub cache without the repository and a Hub that answers with `online_error`."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    def snapshot_download(local_files_only=False, **kw):
+        raise LocalEntryNotFoundError("not in the cache") if local_files_only else online_error
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+
+
+def no_connection() -> Exception:
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        try:
+            raise ConnectionError("[Errno -2] Name or service not known")
+        except ConnectionError as e:
+            raise LocalEntryNotFoundError("An error happened while trying to locate the files "
+                                          "on the Hub") from e
+    except LocalEntryNotFoundError as e:
+        return e
+
+
+def test_model_not_fetched_without_network_is_not_reported_as_not_found(hub_cache, monkeypatch):
+    """Offline (HF_HUB_OFFLINE) or with no connection, a model that is not cached was
+    reported as "not found": it says the Hub cannot be reached and how to get the model."""
+    fixes = ("`hf download Qwen/Qwen2.5-Math-7B` into this HF_HUB_CACHE), or pass a local "
+             "folder")
+    with pytest.raises(PrmkitError) as offline:
+        resolve_model_folder("Qwen/Qwen2.5-Math-7B")
+    fake_hub(monkeypatch, no_connection())
+    with pytest.raises(PrmkitError) as unplugged:
+        resolve_model_folder("Qwen/Qwen2.5-Math-7B")
+    for e, why in ((offline, "HF_HUB_OFFLINE is set"), (unplugged, "no connection")):
+        message = str(e.value)
+        assert message.startswith("model 'Qwen/Qwen2.5-Math-7B' is not in the local Hub cache "
+                                  f"and the Hub cannot be reached ({why}"), message
+        assert "not found" not in message and fixes in message
+    fake_hub(monkeypatch, ValueError("404 Client Error: Repository Not Found"))
+    with pytest.raises(PrmkitError, match="'nobody/prm' was not found; tried: .*Repository Not"):
+        resolve_model_folder("nobody/prm")
+
+
+def test_backbone_not_fetched_without_network_says_the_hub_cannot_be_reached(hub_cache,
+                                                                            monkeypatch):
+    import transformers
+
+    from prmkit.models.backbones import load_backbone
+
+    with pytest.raises(PrmkitError, match=r"cannot be reached \(HF_HUB_OFFLINE is set\)"):
+        load_backbone("HuggingFaceTB/SmolLM2-135M")
+    cause = no_connection()
+
+    def unplugged(*args, **kw):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files") \
+            from cause
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", unplugged)
+    with pytest.raises(PrmkitError, match=r"'HuggingFaceTB/SmolLM2-135M' is not in the local "
+                                          r"Hub cache and the Hub cannot be reached \(no "
+                                          r"connection\).*pass a local folder"):
+        load_backbone("HuggingFaceTB/SmolLM2-135M")
 
 
 def test_training_recipe_reads_a_hub_name_and_keys_its_cache_by_the_file(hub_cache):

@@ -9,6 +9,7 @@ import pytest
 import torch
 from published_replicas import (
     PROBLEM,
+    QWEN_SYSTEM,
     STEPS,
     implicit_card_rewards,
     implicit_prm,
@@ -18,6 +19,8 @@ from published_replicas import (
     rlhflow,
     rlhflow_card_scores,
     shepherd_card_scores,
+    skywork_card_scores,
+    skywork_prm,
 )
 from search_fakes import FakePrompts, TreeSampler
 
@@ -34,9 +37,7 @@ def eurus_replica(folder):
     """The implicit family's built-in spec with the replica's reference and a larger beta."""
     policy, reference = implicit_prm(folder)
     spec = folder / "eurus.yaml"
-    spec.write_text(open(load_spec("eurus-prm").source).read()
-                    .replace("reference: Qwen/Qwen2.5-Math-7B-Instruct", f"reference: {reference}")
-                    .replace("beta: 0.001", f"beta: {IMPLICIT_BETA}"))
+    spec.write_text(f"base: eurus-prm\nlabel: {{reference: {reference}, beta: {IMPLICIT_BETA}}}\n")
     FAMILIES["eurus-prm"] = (eurus_replica, {"format": str(spec)})
     CLI_FLAGS["eurus-prm"] = ["--format", str(spec)]
     return policy
@@ -47,9 +48,10 @@ FAMILIES = {  # name -> (builder, load options)
     "math-shepherd": (math_shepherd, {"format": "math-shepherd"}),
     "rlhflow": (rlhflow, {"format": "rlhflow"}),
     "eurus-prm": (eurus_replica, None),  # the spec file is written with the replica
+    "skywork-prm": (skywork_prm, {}),  # detected from config.json (Qwen2ForPrmModel)
 }
 CLI_FLAGS = {"qwen2.5-math-prm": ["--trust-remote-code"], "math-shepherd": ["--format",
-             "math-shepherd"], "rlhflow": ["--format", "rlhflow"]}
+             "math-shepherd"], "rlhflow": ["--format", "rlhflow"], "skywork-prm": []}
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +145,82 @@ def test_qwen_is_detected_from_config_json(replicas):
 
 
 def test_plain_causal_lm_without_format_asks_for_one(replicas):
-    with pytest.raises(PrmkitError, match=r"MistralForCausalLM\): pass --format with one of "
-                                          r".*math-shepherd.*rlhflow"):
+    with pytest.raises(PrmkitError, match=r"not a reward model prmkit knows.*MistralForCausalLM"
+                                          r".*--format \(eurus-prm, math-shepherd, rlhflow\)"):
         StepRewardModel.from_pretrained(replicas["math-shepherd"])
+
+
+def test_score_plain_base_lm_says_first_that_it_is_not_a_reward_model(tmp_path, capsys):
+    from prmkit.models.backbones import tiny_random
+
+    base, tok = tiny_random(seed=0)
+    base.save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    capsys.readouterr()
+    solutions = tmp_path / "in.jsonl"
+    solutions.write_text(json.dumps({"problem": PROBLEM, "steps": STEPS}) + "\n")
+    assert main(["score", "--model", str(tmp_path / "base"), "--input", str(solutions),
+                 "-o", str(tmp_path / "out.jsonl"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"prmkit: error: {tmp_path / 'base'} is not a reward model prmkit "
+                          "knows: prmkit_config.json is missing"), err
+    assert "base models included" in err and "prmkit train" in err
+
+
+def test_published_prm_in_the_hub_cache_is_named_with_its_family(replicas, tmp_path):
+    import shutil
+
+    snapshot = tmp_path / "models--peiyi9979--math-shepherd-mistral-7b-prm" / "snapshots" / "c0"
+    shutil.copytree(replicas["math-shepherd"], snapshot)
+    with pytest.raises(PrmkitError, match="is peiyi9979/math-shepherd-mistral-7b-prm, a "
+                                          "published PRM of the math-shepherd family.*pass "
+                                          "--format math-shepherd$"):
+        StepRewardModel.from_pretrained(snapshot)
+
+
+def emitting_labels(folder, out):
+    """The replica changed so that it answers every label position of its format with "+":
+    the blocks add nothing to the residual stream (the hidden state at a label is the
+    marker token's embedding, normalised), and the LM head's "+" row points along it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from prmkit.models.published import PROBE
+
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        for layer in lm.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    lm.save_pretrained(out)
+    AutoTokenizer.from_pretrained(folder).save_pretrained(out)
+    model = StepRewardModel.from_pretrained(out, format="math-shepherd")
+    enc = model.encoder.encode(*PROBE)
+    with torch.no_grad():
+        h = model.hidden_states(torch.tensor([enc.input_ids]))[0, enc.label_positions[0]]
+        plus = model.label_token_ids[0]
+        lm.lm_head.weight[plus] = 30 * h / h.pow(2).sum()
+    lm.save_pretrained(out)
+    return out
+
+
+def test_base_lm_read_as_math_shepherd_is_warned_about(replicas, tmp_path, caplog):
+    """A model read in a format whose label tokens it was not trained to emit (here a
+    random one: the +/- tokens get a sliver of its next-token probability) scores
+    noise: loading it says so; a model that answers its label positions with them loads
+    without a word."""
+    from prmkit.models.published import label_token_mass
+
+    with caplog.at_level("WARNING", logger="prmkit.models"):
+        base = StepRewardModel.from_pretrained(replicas["math-shepherd"], format="math-shepherd")
+    assert label_token_mass(base) < 0.1
+    assert "does not look trained for format 'math-shepherd'" in caplog.text
+    assert "Is it a base LM rather than a math-shepherd PRM?" in caplog.text
+    trained = emitting_labels(replicas["math-shepherd"], tmp_path / "trained")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="prmkit.models"):
+        model = StepRewardModel.from_pretrained(trained, format="math-shepherd")
+    assert label_token_mass(model) > 0.9
+    assert "does not look trained" not in caplog.text
 
 
 def test_mismatched_format_names_the_expected_architecture(replicas):

@@ -96,6 +96,42 @@ def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, examples):
     assert steps == sorted(set(steps)) and steps[-1] == 6
 
 
+def test_training_run_folder_given_as_a_model_names_its_model_folder(tmp_path, examples,
+                                                                     capsys):
+    """A run folder (what `prmkit train` writes: config.json of the recipe, metrics,
+    model/) given where a model is expected said ``config.json: expected one entry in
+    `architectures`, got []``."""
+    from prmkit.scoring import Scorer
+
+    class Crash(Exception):
+        pass
+
+    def crash(step, _):
+        raise Crash
+
+    stopped = _config(tmp_path / "stopped", examples, max_steps=2)
+    with pytest.raises(Crash):
+        RewardTrainer(stopped, step_callback=crash).train()
+    run = train(_config(tmp_path, examples, max_steps=1, final_eval=False)).output_dir
+    with pytest.raises(PrmkitError, match=f"^{run} is a training run; its model is in "
+                                          f"{run / 'model'}$"):
+        Scorer.from_pretrained(run, device="cpu")
+    with pytest.raises(PrmkitError, match="is a training run that has saved no model yet"):
+        StepRewardModel.from_pretrained(stopped.output_dir)
+    solutions = tmp_path / "in.jsonl"
+    solutions.write_text(json.dumps({"problem": "1 + 1?", "steps": ["2"]}) + "\n")
+    for argv in (["score", "--model", str(run), "--input", str(solutions), "-o",
+                  str(tmp_path / "out.jsonl")],
+                 ["export", "vllm", "--model", str(run), "-o", str(tmp_path / "export")],
+                 ["generate", "--model", str(run), "--problems", str(solutions), "-o",
+                  str(tmp_path / "gen.jsonl")]):
+        capsys.readouterr()
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{run} is a training run; its model is in {run / 'model'}" in err, argv
+    assert Scorer.from_pretrained(run / "model", device="cpu").score([("1 + 1?", ["2"])])
+
+
 def test_save_load_round_trip_gives_identical_scores(tmp_path, examples):
     cfg = _config(tmp_path, examples, max_steps=2, model={"formulation": "head"})
     trainer = RewardTrainer(cfg)

@@ -5,7 +5,10 @@
 A name that is an existing path is that path. Otherwise it is looked up, in order: a
 local copy under $PRMKIT_DATA/<owner>/<name> (a folder of the repository's files), the
 Hub cache (huggingface_hub's usual cache, $HF_HUB_CACHE), then the Hub itself unless
-HF_HUB_OFFLINE is set. When nothing is found, the error says what was tried. A split is
+HF_HUB_OFFLINE is set. When nothing is found, the error says what was tried, and when
+the Hub could not be asked (offline, or no network) says so and how to get the files. A
+model folder that is a training run's (`prmkit train`'s output_dir) is refused with the
+path of its model. A split is
 one of the repository's data files, named by its stem (gsm8k.json -> gsm8k,
 data/test-00000-of-00001.parquet -> test); parquet files are read with `datasets`.
 The resolved `HubSource` records the repository, revision (commit) and files, written
@@ -14,6 +17,7 @@ into outputs beside the model's record.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -59,11 +63,55 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _snapshot(repo: str, revision: str | None, repo_type: str, tried: list[str]
+class _Lookup:
+    """Where a Hub name was looked for, and whether the Hub itself could be asked."""
+
+    def __init__(self, what: str, name: str, tried: list[str]):
+        self.what, self.name, self.tried = what, name, tried
+        self.unreachable: str | None = None  # why the Hub could not be asked
+
+    def error(self, repo: str) -> PrmkitError:
+        tried = "; ".join(self.tried)
+        if self.unreachable is None:
+            return PrmkitError(f"{self.what} {self.name!r} was not found; tried: {tried}")
+        dataset = self.what == "dataset"
+        return PrmkitError(
+            f"{self.what} {self.name!r} is not in the local Hub cache and the Hub cannot be "
+            f"reached ({self.unreachable}); tried: {tried}. Download it where the Hub can "
+            f"be reached (`hf download {repo}{' --repo-type dataset' if dataset else ''}` "
+            "into this HF_HUB_CACHE), or pass a local "
+            + ("file or folder (or a copy under $PRMKIT_DATA)" if dataset else "folder"))
+
+
+def hub_unreachable(error: BaseException | None) -> bool:
+    """Whether an error of huggingface_hub (or of transformers over it) says the Hub could
+    not be reached (no network, or offline mode), rather than that a repository is not
+    there."""
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    while error is not None:
+        if isinstance(error, LocalEntryNotFoundError | OfflineModeIsEnabled):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def unreachable_model(name: str, why: str) -> PrmkitError:
+    """The error for a model id that is neither a folder nor in the Hub cache, where the
+    Hub cannot be reached (`why`)."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    lookup = _Lookup("model", name, [f"a folder {name}", f"the Hub cache {HF_HUB_CACHE}"])
+    lookup.unreachable = why
+    return lookup.error(parse_hub_name(name)[0])
+
+
+def _snapshot(repo: str, revision: str | None, repo_type: str, lookup: _Lookup
               ) -> tuple[Path, str | None, str] | None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.constants import HF_HUB_CACHE
 
+    tried = lookup.tried
     local = os.environ.get(ENV_VAR)
     if local and repo_type == "dataset":
         copy = Path(local, repo)
@@ -77,18 +125,18 @@ def _snapshot(repo: str, revision: str | None, repo_type: str, tried: list[str]
     except Exception as e:  # not cached (or an incomplete snapshot)
         tried.append(f"the Hub cache {HF_HUB_CACHE} ({type(e).__name__})")
     if offline():
-        tried.append("the Hub: not asked, HF_HUB_OFFLINE is set")
+        lookup.unreachable = "HF_HUB_OFFLINE is set"
         return None
     try:
         folder = Path(snapshot_download(**kw))
         return folder, folder.name, "hub"
     except Exception as e:
-        tried.append(f"the Hub ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        if hub_unreachable(e):
+            lookup.unreachable = f"no connection: {first}" if first else "no connection"
+        else:
+            tried.append(f"the Hub ({type(e).__name__}: {first})")
     return None
-
-
-def _not_found(what: str, name: str, tried: list[str]) -> PrmkitError:
-    return PrmkitError(f"{what} {name!r} was not found; tried: " + "; ".join(tried))
 
 
 def resolve_model_folder(name: str | Path) -> Path:
@@ -97,13 +145,41 @@ def resolve_model_folder(name: str | Path) -> Path:
     if path.exists() or parse_hub_name(str(name)) is None:
         if not path.is_dir():
             raise PrmkitError(f"{name}: no such model folder")
+        check_not_a_run(path)
         return path
     repo, revision, _ = parse_hub_name(str(name))
-    tried = [f"a folder {path}"]
-    found = _snapshot(repo, revision, "model", tried)
+    lookup = _Lookup("model", str(name), [f"a folder {path}"])
+    found = _snapshot(repo, revision, "model", lookup)
     if found is None:
-        raise _not_found("model", str(name), tried)
+        raise lookup.error(repo)
     return found[0]
+
+
+RUN_MARKS = ("checkpoints", "metrics.jsonl", "data_stats.json")  # what training writes
+
+
+def check_not_a_run(folder: Path) -> None:
+    """Refuse a training run's folder (`prmkit train` writes its recipe as config.json,
+    its checkpoints and metrics, and the model in the model/ subfolder), naming the model."""
+    from prmkit.models.config import CONFIG_NAME
+
+    if (folder / CONFIG_NAME).is_file() or not _is_run(folder):
+        return
+    model = folder / "model"
+    if model.is_dir():
+        raise PrmkitError(f"{folder} is a training run; its model is in {model}")
+    raise PrmkitError(f"{folder} is a training run that has saved no model yet ({model} is "
+                      "missing: the run stopped before its end, or is still running)")
+
+
+def _is_run(folder: Path) -> bool:
+    if any((folder / mark).exists() for mark in RUN_MARKS):
+        return True
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and {"output_dir", "backbone", "data"} <= config.keys()
 
 
 def data_files(folder: Path) -> list[Path]:
@@ -122,10 +198,10 @@ def resolve_dataset(name: str | Path) -> HubSource | None:
     if Path(name).exists() or parse_hub_name(str(name)) is None:
         return None
     repo, revision, split = parse_hub_name(str(name))
-    tried = [f"a path {name}"]
-    found = _snapshot(repo, revision, "dataset", tried)
+    lookup = _Lookup("dataset", str(name), [f"a path {name}"])
+    found = _snapshot(repo, revision, "dataset", lookup)
     if found is None:
-        raise _not_found("dataset", str(name), tried)
+        raise lookup.error(repo)
     folder, rev, where = found
     files = data_files(folder)
     if not files:

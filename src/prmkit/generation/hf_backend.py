@@ -52,15 +52,21 @@ DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat1
 
 
 def model_folder(model: str | Path) -> Path:
-    """The local folder of `model` (or the `smollm2-135m` alias), checked to hold a model."""
+    """The local folder of `model` (a folder, the `smollm2-135m` alias, or a Hub id through
+    the Hub cache or the Hub), checked to hold a model."""
+    from prmkit.data.hub import check_not_a_run, parse_hub_name, resolve_model_folder
+
     if str(model) == "smollm2-135m":
         from prmkit.models.backbones import smollm2_folder
 
         return smollm2_folder()
     path = Path(model).expanduser()
+    if not path.exists() and parse_hub_name(str(model)) is not None:
+        path = resolve_model_folder(str(model))
     if not path.is_dir():
-        raise PrmkitError(f"model folder {str(path)!r} not found (the hf backend loads local "
-                          "folders only)")
+        raise PrmkitError(f"model folder {str(path)!r} not found (a local folder, the "
+                          "smollm2-135m alias or a Hub id OWNER/NAME)")
+    check_not_a_run(path)
     if not (path / "config.json").is_file():
         raise PrmkitError(f"{str(path)!r} is not a Hugging Face model folder: no config.json")
     return path.resolve()

@@ -10,7 +10,6 @@ Names: a local folder, a hub id (needs a hub), or an alias:
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import torch
@@ -102,14 +101,24 @@ def load_backbone(name: str, dtype: str | torch.dtype | None = None,
         return model.to(dtype or torch.float32), tokenizer
     if name == "smollm2-135m":
         name = str(smollm2_folder())
-    if not Path(name).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise PrmkitError(
-            f"backbone {name!r} is neither an alias ({', '.join(ALIASES)}) nor a local folder, "
-            "and the hub is offline (HF_HUB_OFFLINE=1)"
-        )
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or torch.float32, **attn,
-                                                 **quant)
-    tokenizer = AutoTokenizer.from_pretrained(name)
+    if not Path(name).exists():
+        from prmkit.data.hub import offline, parse_hub_name, resolve_model_folder
+
+        if parse_hub_name(name) is None:
+            raise PrmkitError(f"backbone {name!r} is neither an alias ({', '.join(ALIASES)}), "
+                              "a local folder nor a Hub id (OWNER/NAME)")
+        if offline():  # the Hub cache, or an error saying how to get the model
+            name = str(resolve_model_folder(name))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or torch.float32,
+                                                     **attn, **quant)
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except OSError as e:
+        from prmkit.data.hub import hub_unreachable, unreachable_model
+
+        if not hub_unreachable(e):
+            raise
+        raise unreachable_model(name, "no connection") from e
     return model, tokenizer
 
 

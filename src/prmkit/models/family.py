@@ -198,9 +198,29 @@ def detect_spec(folder: str | Path, hf_config: dict | None = None) -> FamilySpec
     if len(found) == 1:
         return found[0]
     could = [s.name for s in specs.values() if s.matches(arch)]
-    hint = f" ({', '.join(could)} can read a {arch})" if could else ""
+    repo = hub_repo_of(folder)
+    named = [s.name for s in specs.values() if repo in s.models and s.matches(arch)]
+    if repo and named:
+        raise PrmkitError(f"{folder} is {repo}, a published PRM of the {named[0]} family, "
+                          f"which config.json alone does not tell (a {arch} could be read as "
+                          f"{', '.join(could)}): pass --format {named[0]}")
+    formats = f"--format ({', '.join(could or specs)}) or a spec file (docs/models.md)"
+    if arch.endswith("ForCausalLM") or not could:
+        why = (f"every causal LM is a {arch}, base models included" if could
+               else f"no published family reads a {arch}")
+        raise PrmkitError(
+            f"{folder} is not a reward model prmkit knows: prmkit_config.json is missing (a "
+            f"model prmkit trained has one) and config.json names no published PRM family "
+            f"({why}). A base model gives no step scores until it is trained as one "
+            f"(`prmkit train`, backbone: {folder}); a published PRM is read by naming its "
+            f"family with {formats}")
     raise PrmkitError(
-        f"{folder} is not a prmkit model folder: prmkit_config.json is missing, and its "
-        f"published format cannot be told from config.json (architecture {arch}): pass "
-        f"--format with one of {', '.join(specs)}{hint}, or a spec file (docs/models.md)")
+        f"{folder} is not a prmkit model folder (prmkit_config.json is missing), and its "
+        f"published format cannot be told from config.json ({arch}): pass {formats}")
 
+def hub_repo_of(folder: str | Path) -> str | None:
+    """OWNER/NAME of a Hub cache snapshot folder (.../models--OWNER--NAME/snapshots/C)."""
+    for part in reversed(Path(folder).parts):
+        if part.startswith("models--") and part.count("--") == 2:
+            return part.removeprefix("models--").replace("--", "/")
+    return None

@@ -13,6 +13,7 @@ r = beta * sum over the step's tokens of log pi/pi_ref, and P(correct) = sigmoid
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -36,6 +37,13 @@ from prmkit.models.formatting import (
 from prmkit.models.reward_model import StepRewardModel
 
 CLASS_NAMES_CORRECT = ("correct", "positive")
+# A solution whose label positions a model trained in an `lm_tokens` format answers with
+# its label tokens: where they get less than LABEL_MASS of the next-token probability
+# there, the model was not trained to emit them (a base LM) and is warned about.
+PROBE = ("What is 2 + 3?", ("We add 2 and 3.", "2 + 3 = 5.", "The answer is 5."))
+LABEL_MASS = 0.5
+
+log = logging.getLogger("prmkit.models")
 
 
 class PublishedRewardModel(StepRewardModel):
@@ -123,11 +131,41 @@ def _load_backbone(folder: Path, spec: FamilySpec, dtype, trust_remote_code: boo
     return AutoModel.from_pretrained(folder, trust_remote_code=trust_remote_code, **kw)
 
 
+def label_token_mass(model: PublishedRewardModel) -> float:
+    """The share of next-token probability that an `lm_tokens` model gives its label tokens
+    at the label positions of the PROBE solution (mean over its steps)."""
+    enc = model.encoder.encode(*PROBE)
+    device = next(model.backbone.parameters()).device
+    with torch.no_grad():
+        hidden = model.hidden_states(torch.tensor([enc.input_ids], device=device))
+        logits = model.backbone.get_output_embeddings()(hidden[0, enc.label_positions])
+    probs = logits.float().softmax(-1)
+    return probs[:, model.label_token_ids].sum(-1).mean().item()
+
+
+def warn_if_not_trained_for(model: PublishedRewardModel, folder) -> None:
+    """Warn when the model does not answer its format's label positions with the label
+    tokens: read so, a base LM gives step scores that mean nothing."""
+    if model.spec.read != "lm_tokens":
+        return
+    mass = label_token_mass(model)
+    if mass < LABEL_MASS:
+        tokens = ", ".join(repr(t) for t in model.spec.tokens)
+        log.warning(
+            "%s does not look trained for format %r: on a probe solution its label tokens "
+            "%s get %.1f%% of its next-token probability where it should predict them (a "
+            "model trained in this format puts nearly all of it there), so its step scores "
+            "would mean nothing. Is it a base LM rather than a %s PRM?",
+            folder, model.spec.name, tokens, 100 * mass, model.spec.name)
+
+
 def load_published(folder: str | Path, format: str | None = None, *,
                    trust_remote_code: bool = False, dtype=None,
-                   attn_implementation: str | None = None) -> PublishedRewardModel:
+                   attn_implementation: str | None = None,
+                   device=None) -> PublishedRewardModel:
     """A published PRM folder, read as `format` (a built-in family or a spec file; None:
-    detected from config.json where unambiguous)."""
+    detected from config.json where unambiguous), on `device` (default: as loaded). A
+    model that does not emit its format's label tokens is warned about."""
     from transformers import AutoTokenizer
 
     from prmkit.models.backbones import attn_kwargs
@@ -136,7 +174,8 @@ def load_published(folder: str | Path, format: str | None = None, *,
     hf = read_hf_config(folder)
     arch = architecture_of(hf, folder)
     if Path(folder, CONFIG_NAME).is_file() and format is None:
-        return _load_export(folder, hf, arch, dtype, attn_implementation)
+        model = _load_export(folder, hf, arch, dtype, attn_implementation)
+        return model.to(device) if device is not None else model
     spec = load_spec(format) if format else detect_spec(folder, hf)
     spec.check_architecture(arch, folder)
     if spec.remote_code and not trust_remote_code:
@@ -160,8 +199,12 @@ def load_published(folder: str | Path, format: str | None = None, *,
             raise PrmkitError(f"{folder}: the reference model {spec.reference} has another "
                               f"vocabulary ({reference.config.vocab_size} tokens, the model "
                               f"{backbone.config.vocab_size})")
-    return PublishedRewardModel(backbone, tokenizer, published_config(spec), spec,
-                                reference=reference).eval()
+    model = PublishedRewardModel(backbone, tokenizer, published_config(spec), spec,
+                                 reference=reference).eval()
+    if device is not None:
+        model.to(device)
+    warn_if_not_trained_for(model, folder)
+    return model
 
 
 def _load_export(folder: Path, hf: dict, arch: str, dtype, attn_implementation):

@@ -240,9 +240,9 @@ class StepRewardModel(nn.Module):
         if format is not None or not (folder / CONFIG_NAME).is_file() or _is_export(folder):
             from prmkit.models.published import load_published
 
-            model = load_published(folder, format, trust_remote_code=trust_remote_code,
-                                   dtype=dtype, attn_implementation=attn_implementation)
-            return model.to(device) if device is not None else model
+            return load_published(folder, format, trust_remote_code=trust_remote_code,
+                                  dtype=dtype, attn_implementation=attn_implementation,
+                                  device=device)
         config = RewardModelConfig.load(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         if config.adapter:

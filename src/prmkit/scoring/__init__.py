@@ -1,7 +1,7 @@
 """prmkit.scoring: per-step scores from a trained reward model, and their aggregation.
 
     from prmkit.scoring import Scorer, score_steps
-    scorer = Scorer.from_pretrained("runs/prm")           # bf16, token-budget batches
+    scorer = Scorer.from_pretrained("runs/prm/model")     # bf16, token-budget batches
     step_probs = scorer.score([(problem, steps), ...])    # P(correct) per step, input order
     scorer.score_file("samples.jsonl", "scored.jsonl", resume=True)
 

@@ -7,7 +7,7 @@ partial solution then runs only its new steps on top of the longest cached prefi
 model's `SegmentEncoder` makes the encoding of a prefix a prefix of the encoding, so the
 result is the same computation as `Scorer.score` (equal within float rounding).
 
-    inc = IncrementalScorer.from_pretrained("runs/prm")
+    inc = IncrementalScorer.from_pretrained("runs/prm/model")
     inc.score(problem, [steps_a, steps_b])         # P(correct) per step, like Scorer.score
     inc.score(problem, [steps_a + [next_a], ...])  # runs only next_a's tokens
     inc.forget(problem)                            # frees that problem's caches

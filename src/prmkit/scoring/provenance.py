@@ -1,6 +1,6 @@
 """Which model and settings scored a file: the `scored_by` record of every scored line.
 
-    {"model": "/abs/runs/prm", "fingerprint": "3f2a9c0d1e4b5a6c", "aggregation": "prod",
+    {"model": "/abs/runs/prm/model", "fingerprint": "3f2a9c0d1e4b5a6c", "aggregation": "prod",
      "max_length": 2048, "dtype": "bfloat16"}
 
 The fingerprint of a saved model folder digests the full sha256 of its config and weight
