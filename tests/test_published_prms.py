@@ -9,7 +9,6 @@ import pytest
 import torch
 from published_replicas import (
     PROBLEM,
-    QWEN_SYSTEM,
     STEPS,
     implicit_card_rewards,
     implicit_prm,
@@ -19,8 +18,6 @@ from published_replicas import (
     rlhflow,
     rlhflow_card_scores,
     shepherd_card_scores,
-    skywork_card_scores,
-    skywork_prm,
 )
 from search_fakes import FakePrompts, TreeSampler
 
@@ -37,7 +34,9 @@ def eurus_replica(folder):
     """The implicit family's built-in spec with the replica's reference and a larger beta."""
     policy, reference = implicit_prm(folder)
     spec = folder / "eurus.yaml"
-    spec.write_text(f"base: eurus-prm\nlabel: {{reference: {reference}, beta: {IMPLICIT_BETA}}}\n")
+    spec.write_text(open(load_spec("eurus-prm").source).read()
+                    .replace("reference: Qwen/Qwen2.5-Math-7B-Instruct", f"reference: {reference}")
+                    .replace("beta: 0.001", f"beta: {IMPLICIT_BETA}"))
     FAMILIES["eurus-prm"] = (eurus_replica, {"format": str(spec)})
     CLI_FLAGS["eurus-prm"] = ["--format", str(spec)]
     return policy
@@ -48,10 +47,9 @@ FAMILIES = {  # name -> (builder, load options)
     "math-shepherd": (math_shepherd, {"format": "math-shepherd"}),
     "rlhflow": (rlhflow, {"format": "rlhflow"}),
     "eurus-prm": (eurus_replica, None),  # the spec file is written with the replica
-    "skywork-prm": (skywork_prm, {}),  # detected from config.json (Qwen2ForPrmModel)
 }
 CLI_FLAGS = {"qwen2.5-math-prm": ["--trust-remote-code"], "math-shepherd": ["--format",
-             "math-shepherd"], "rlhflow": ["--format", "rlhflow"], "skywork-prm": []}
+             "math-shepherd"], "rlhflow": ["--format", "rlhflow"]}
 
 
 @pytest.fixture(scope="module")
