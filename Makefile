@@ -31,7 +31,9 @@ $(VLLM_STAMP): $(STAMP)
 # DeepSpeed builds against the installed torch (no build isolation, no compiled ops: it
 # runs on DeepSpeed's CPU accelerator here). Chromium and its driver from Debian's packages
 # drive the labelling app's browser tests; PostgreSQL's server runs its database tests
-# (each test session starts its own on a private socket). TRL runs the GRPO adapter's tests.
+# (each test session starts its own on a private socket). TRL runs the GRPO adapter's tests;
+# TRL 1.13, the last with PRMTrainer, goes without its dependencies into $(VENV)/trl-prm for
+# the test that checks prmkit's trainer against it (benchmarks/trl_parity.py).
 # verl and OpenRLHF run the verl and OpenRLHF adapters' tests; each pins a transformers other
 # than prmkit's (verl <5.11, OpenRLHF ==5.15.0), so they go without their dependencies into a
 # side folder that tests/conftest.py puts on sys.path, after this venv's packages, for those
@@ -42,6 +44,7 @@ $(TEST_STAMP): $(VLLM_STAMP)
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt \
 		--no-build-isolation deepspeed
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt trl
+	$(BIN)/python benchmarks/trl_parity.py install
 	rm -rf $(RL_ENGINES)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(RL_ENGINES) \
 		verl==0.9.1 openrlhf==0.11.2 ray==2.55.0 tensordict==0.10.0 pyvers==0.1.0 \

@@ -1,19 +1,25 @@
-"""prmkit's RewardTrainer against TRL's PRMTrainer, side by side, on PRM800K phase 1.
+"""prmkit's RewardTrainer against TRL's PRMTrainer on PRM800K phase 1: the same work step
+for step, and, separately, prmkit's packed throughput.
 
-Same backbone (SmolLM2-135M-Instruct, cached folder), same data (the first N problems of
-phase1_train; every rated candidate after its kept prefix, the paper's supervision),
-same LoRA (r=16, alpha=32, every linear layer of the decoder), same batch size (sequences) and max
-length, bf16 autocast on CPU, same thread count. Three runs:
+Backbone SmolLM2-135M-Instruct (cached folder), LoRA r=16 alpha=32 on every linear layer
+of the decoder, batch size 4 sequences, max length 1024, the same thread count; data: the
+rated candidates of the first N problems of phase1_train under the paper's policy.
 
-- TRL PRMTrainer (trl 1.13.0, in its own venv) on a seeded sample of the candidates,
-  one sequence per candidate;
-- prmkit on the same sample without packing (identical sequences: tokens/s measures
-  the trainer's own overhead);
-- prmkit with prefix-tree packing on all candidates of the N problems (rated
-  candidates per second is the figure of merit).
+1. Parity (identical work; benchmarks/trl_parity.py). TRL 1.13's PRMTrainer trains a
+   seeded sample of the candidates, one sequence each; prmkit's RewardTrainer trains the
+   same sequences in TRL's format and batch order, from TRL's initial LoRA adapters and
+   head, with TRL's loss (every label weight 1: `label_weighting: count`; head
+   formulation). The per-step losses are printed side by side and must agree within
+   trl_parity.TOLERANCE, or the script fails. Both loops are timed on that work in the
+   dtype the CPU computes natively (bf16 with avx512_bf16 or amx_bf16, else fp32); where
+   that is bf16, the parity is also checked on an fp32 run.
+2. Packed throughput (not the same work). prmkit's own recipe, tree packing with the
+   token formulation and `unique` label weighting, on all candidates of the N problems:
+   rated candidates per second against TRL's rate in (1). It trains another objective,
+   so only the rates compare.
 
 Writes benchmarks/results/train_vs_trl.json. Run from the repository root:
-    .venv/bin/python benchmarks/bench_train_vs_trl.py
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_train_vs_trl.py
 """
 
 from __future__ import annotations
@@ -21,127 +27,53 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import platform
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
+
+from scoring_common import load_average
+from trl_parity import TOLERANCE, TRL_VERSION, Settings, install, parity, trl_format
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "prm800k" / "phase1_train.stepwise-critic.parquet"
-VENV = ROOT / ".bench-venv-trl"
 RESULT = ROOT / "benchmarks" / "results" / "train_vs_trl.json"
-# every linear layer of the decoder (what "all-linear" selects on a causal LM); named
-# explicitly because "all-linear" on a token-classification model also hits its head
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-TRL_CHILD = r'''
-import json, sys, time
-import torch
-cfg = json.loads(sys.argv[1])
-torch.set_num_threads(cfg["threads"])
-from datasets import Dataset
-from peft import LoraConfig
-from transformers import AutoModelForTokenClassification, AutoTokenizer, TrainerCallback
-from trl.experimental.prm import PRMConfig, PRMTrainer
-
-rows = [json.loads(line) for line in open(cfg["data"])]
-tok = AutoTokenizer.from_pretrained(cfg["backbone"])
-if tok.pad_token is None:
-    tok.pad_token = tok.eos_token
-torch.manual_seed(0)
-model = AutoModelForTokenClassification.from_pretrained(cfg["backbone"], num_labels=2,
-                                                        dtype=torch.float32)
-model.config.pad_token_id = tok.pad_token_id
-args = PRMConfig(output_dir=cfg["out"], use_cpu=True, bf16=True,
-                 per_device_train_batch_size=cfg["batch_size"], num_train_epochs=1,
-                 learning_rate=cfg["lr"], lr_scheduler_type="constant",
-                 max_length=cfg["max_length"],
-                 step_separator="\n\n", gradient_checkpointing=False,
-                 report_to="none", save_strategy="no", logging_steps=10,
-                 dataloader_num_workers=0, seed=0, disable_tqdm=True)
-lora = LoraConfig(task_type="TOKEN_CLS", r=cfg["r"], lora_alpha=cfg["alpha"],
-                  lora_dropout=0.0, target_modules=cfg["targets"])
-class StepTimes(TrainerCallback):
-    times = []
-    def on_step_end(self, args, state, control, **kw):
-        self.times.append(time.perf_counter())
-trainer = PRMTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                     processing_class=tok, peft_config=lora, callbacks=[StepTimes()])
-tokens = sum(len(x) for x in trainer.train_dataset["input_ids"])
-labels = sum(sum(1 for v in x if v != -100) for x in trainer.train_dataset["labels"])
-t0 = time.perf_counter()
-out = trainer.train()
-wall = time.perf_counter() - t0
-print("RESULT " + json.dumps({"seconds": wall, "train_runtime": out.metrics["train_runtime"],
-      "examples": len(rows), "tokens": tokens, "labels": labels,
-      "steps": out.global_step, "loss": out.training_loss,
-      "first_step_s": StepTimes.times[0] - t0 if StepTimes.times else None}))
-'''
 
 
-def ensure_venv() -> Path:
-    py = VENV / "bin" / "python"
-    ok = py.is_file() and subprocess.run(
-        [str(py), "-c", "import trl.experimental.prm"], capture_output=True).returncode == 0
-    if ok:
-        return py
-    print(f"creating {VENV} (torch 2.13.0, transformers 5.23.0, peft 0.21.2, trl 1.13.0)")
-    pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run([*pip, "torch==2.13.0"], check=True)
-    subprocess.run([*pip, "-c", str(ROOT / "constraints.txt"), "transformers==5.23.0",
-                    "peft==0.21.2", "accelerate==1.15.0", "datasets==5.2.0"], check=True)
-    subprocess.run([*pip, "--no-deps", "trl==1.13.0"], check=True)
-    return py
+def trl_rows(examples, tokenizer, max_length: int) -> list[dict]:
+    """TRL rows of the examples whose whole TRL sequence fits in max_length."""
+    from prmkit.data.stepwise import trl_row
+    from prmkit.models.formatting import SegmentEncoder
+
+    enc = SegmentEncoder(tokenizer, trl_format(tokenizer, max_length))
+    rows = [trl_row(ex) for ex in examples]
+    return [r for r in rows if r is not None
+            and len(enc.encode(r["prompt"], r["completions"]).step_indices) == len(r["labels"])]
 
 
-def run_trl(py: Path, rows: list[dict], args, backbone: str) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "train.jsonl"
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        cfg = {"data": str(data), "backbone": backbone, "out": str(Path(tmp) / "out"),
-               "batch_size": args.batch_size, "max_length": args.max_length, "lr": args.lr,
-               "r": 16, "alpha": 32, "targets": LORA_TARGETS, "threads": args.threads}
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        proc = subprocess.run([str(py), "-c", TRL_CHILD, json.dumps(cfg)], capture_output=True,
-                              text=True, env=env)
-        if proc.returncode != 0:
-            raise SystemExit(f"TRL run failed:\n{proc.stderr[-4000:]}")
-        line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-        return json.loads(line[len("RESULT "):])
-
-
-def run_prmkit(examples, args, packing: str, out: str) -> dict:
-    import torch
-
+def packed_run(examples, s: Settings, out: str) -> dict:
+    """prmkit's own recipe (token formulation, unique weighting, tree packing)."""
     from prmkit.training import RewardTrainingConfig, train
 
-    torch.set_num_threads(args.threads)
     cfg = RewardTrainingConfig.from_dict({
-        "backbone": "smollm2-135m",
+        "backbone": s.backbone,
         "data": {"examples": examples, "eval_fraction": 0.0},
-        "model": {"step_format": {"max_length": args.max_length}},
-        "lora": {"r": 16, "alpha": 32, "target_modules": LORA_TARGETS},
-        "lr": args.lr, "schedule": "constant", "warmup_ratio": 0.0, "epochs": 1,
-        "packing": packing, "row_tokens": args.max_length,
-        # same batch size: batch_size sequences (or packed rows) of up to max_length tokens
-        "batch_tokens": args.batch_size * args.max_length, "max_rows": args.batch_size,
-        "bf16": True, "log_every": 1, "output_dir": out, "progress": False,
-        "num_threads": args.threads, "seed": 0,
+        "model": {"step_format": {"max_length": s.max_length}},
+        "lora": {"r": s.r, "alpha": s.alpha, "target_modules": s.targets},
+        "lr": s.lr, "schedule": "constant", "warmup_ratio": 0.0, "epochs": 1,
+        "packing": "tree", "row_tokens": s.max_length,
+        # the same batch size: batch_size packed rows of up to max_length tokens
+        "batch_tokens": s.batch_size * s.max_length, "max_rows": s.batch_size,
+        "bf16": s.bf16, "log_every": 1, "output_dir": out, "save_merged": False,
+        "progress": False, "num_threads": s.threads, "seed": 0,
     })
-    t0 = time.perf_counter()
     res = train(cfg)
-    total = time.perf_counter() - t0
-    loop = res.metrics["train"]["elapsed_s"]
-    logs = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines()]
-    first = next(m["elapsed_s"] for m in logs if m.get("type") == "train")
     d = res.data
-    return {"seconds": loop, "seconds_with_setup_and_save": round(total, 2),
-            "examples": d["train_examples"], "tokens": d["train_tokens"],
-            "labels": d["train_label_sources"], "rows": d["train_rows"], "steps": res.steps,
-            "packing": d["packing"], "loss": res.metrics["train"]["loss"],
-            "first_step_s": first}
+    return {"seconds": res.metrics["train"]["elapsed_s"], "examples": d["train_examples"],
+            "tokens": d["train_tokens"], "labels": d["train_label_sources"],
+            "rows": d["train_rows"], "steps": res.steps, "label_weighting": d["label_weighting"]}
 
 
 def rates(r: dict) -> dict:
@@ -150,10 +82,26 @@ def rates(r: dict) -> dict:
             "tokens_per_s": round(r["tokens"] / s, 1), "labels_per_s": round(r["labels"] / s, 2)}
 
 
-def main() -> None:
+def show(check: dict) -> None:
+    print(f"per-step losses, {check['dtype']} (tolerance {check['tolerance']:g}):")
+    print("step  TRL        prmkit     difference")
+    for x in check["losses"]:
+        print(f"{x['step']:>4}  {x['trl']:.6f}   {x['prmkit']:.6f}   {x['prmkit'] - x['trl']:+.1e}")
+    print(f"largest difference {check['max_loss_difference']:.1e}: "
+          f"{'equal' if check['equal'] else 'NOT EQUAL'} within {check['tolerance']:g}")
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", type=int, default=10)
-    ap.add_argument("--sample", type=int, default=32, help="candidates for the unpacked runs")
+    ap.add_argument("--sample", type=int, default=32, help="candidates for the parity runs")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -163,52 +111,68 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     import numpy as np
-
-    from prmkit.data import apply_policy, read_records
-    from prmkit.data.stepwise import trl_row
-    from prmkit.models.backbones import smollm2_folder
-    from prmkit.models.formatting import SegmentEncoder, StepFormat
-    from prmkit.training.dataset import first_problems
-
-    py = ensure_venv()
-    backbone = str(smollm2_folder())
-    examples = first_problems(list(apply_policy(read_records(DATA))), args.problems)
     from transformers import AutoTokenizer
 
-    enc = SegmentEncoder(AutoTokenizer.from_pretrained(backbone),
-                         StepFormat(max_length=args.max_length))
-    # keep candidates whose whole path fits, so both trainers see identical sequences
-    fits = [ex for ex in examples
-            if len(enc.encode(ex.problem, ex.steps).step_indices) == len(ex.steps)]
-    rng = np.random.default_rng(0)
-    sample = [fits[i] for i in sorted(rng.choice(len(fits), args.sample, replace=False))]
-    trl_rows = [trl_row(ex) for ex in sample]
-    assert all(r is not None for r in trl_rows)
+    from prmkit.data import apply_policy, read_records
+    from prmkit.models.backbones import smollm2_folder
+    from prmkit.models.precision import native_bf16
+    from prmkit.training.dataset import first_problems
 
-    print(f"{len(fits)} candidates of {args.problems} problems; unpacked sample {len(sample)}")
+    install()
+    load_start, t0 = load_average(), time.perf_counter()
+    bf16, why = native_bf16("cpu")
+    s = Settings(backbone=str(smollm2_folder()), batch_size=args.batch_size,
+                 max_length=args.max_length, lr=args.lr, threads=args.threads, bf16=bf16)
+    examples = first_problems(list(apply_policy(read_records(DATA))), args.problems)
+    rows = trl_rows(examples, AutoTokenizer.from_pretrained(s.backbone), s.max_length)
+    rng = np.random.default_rng(0)
+    sample = [rows[i] for i in sorted(rng.choice(len(rows), args.sample, replace=False))]
+    print(f"{len(examples)} candidates of {args.problems} problems ({len(rows)} fit whole); "
+          f"parity sample {len(sample)}; compute dtype {s.dtype}: {why}")
+
     with tempfile.TemporaryDirectory() as tmp:
-        trl = rates(run_trl(py, trl_rows, args, backbone))
-        print("trl", json.dumps(trl))
-        plain = rates(run_prmkit(sample, args, "none", f"{tmp}/plain"))
-        print("prmkit unpacked", json.dumps(plain))
-        packed = rates(run_prmkit(fits, args, "tree", f"{tmp}/packed"))
-        print("prmkit packed", json.dumps(packed))
+        timed = parity(sample, s, Path(tmp) / "timed")
+        show(timed)
+        checks = [timed]
+        if s.bf16:  # the parity in full precision too
+            checks.append(parity(sample, replace(s, bf16=False), Path(tmp) / "fp32"))
+            show(checks[-1])
+        trl, mine = rates(timed["trl"]), rates(timed["prmkit"])
+        packed = rates(packed_run(examples, s, f"{tmp}/packed"))
+    print(f"same work, {s.dtype}: TRL {trl['seconds']} s, prmkit {mine['seconds']} s; "
+          f"prmkit packed: {packed['candidates_per_s']} candidates/s")
     result = {
-        "ratio": round(packed["candidates_per_s"] / trl["candidates_per_s"], 3),
-        "tokens_ratio": round(plain["tokens_per_s"] / trl["tokens_per_s"], 3),
-        "prmkit": {"packed": packed, "unpacked": plain},
-        "trl": trl,
+        "parity": {**{k: v for k, v in timed.items() if k not in ("trl", "prmkit")},
+                   "fp32_check": checks[1] if len(checks) > 1 else None},
+        "same_work": {"dtype": s.dtype, "trl": trl, "prmkit": mine,
+                      "speed_ratio": round(trl["seconds"] / mine["seconds"], 3)},
+        "packed_throughput": {
+            "note": "not the same work: prmkit's own recipe (tree packing, token "
+                    "formulation, unique label weighting) on all candidates of the problems",
+            "prmkit": packed,
+            "candidates_per_s_ratio": round(packed["candidates_per_s"]
+                                            / trl["candidates_per_s"], 3)},
         "setup": {"backbone": "SmolLM2-135M-Instruct", "problems": args.problems,
-                  "candidates": len(fits), "sample": len(sample), "batch_size": args.batch_size,
-                  "max_length": args.max_length, "lora": "r=16 alpha=32 on q,k,v,o,gate,up,down",
-                  "bf16": True, "device": "cpu", "threads": args.threads,
-                  "trl": "trl 1.13.0 PRMTrainer, gradient_checkpointing=False"},
+                  "candidates": len(examples), "fit_whole": len(rows), "sample": len(sample),
+                  "batch_size": s.batch_size, "max_length": s.max_length, "lr": s.lr,
+                  "lora": "r=16 alpha=32 on q,k,v,o,gate,up,down", "device": "cpu",
+                  "dtype": s.dtype, "dtype_reason": why, "threads": s.threads,
+                  "trl": f"trl {TRL_VERSION} PRMTrainer, gradient_checkpointing=False",
+                  "tolerance": TOLERANCE},
+        "machine": {"cpu": cpu_model(), "cpu_count": os.cpu_count(),
+                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                    "load_average_at_start": load_start, "load_average_at_end": load_average(),
+                    "total_seconds": round(time.perf_counter() - t0, 1)},
         "command": "python benchmarks/bench_train_vs_trl.py " + " ".join(sys.argv[1:]),
     }
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("ratio", "tokens_ratio")}))
+    failed = [c["dtype"] for c in checks if not c["equal"]]
+    if failed:
+        print(f"parity FAILED ({', '.join(failed)}): see {RESULT}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

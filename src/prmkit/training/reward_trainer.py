@@ -234,7 +234,7 @@ class RewardTrainer:
             self.data_stats.update(held_out.eval_size(eval_rows, len(eval_ex), eval_available))
         if not train_rows:
             raise PrmkitError("no labelled steps fit in model.step_format.max_length")
-        batches = token_batches([len(r) for r in train_rows], cfg.batch_tokens, cfg.max_rows)
+        batches = self.batch_plan(train_rows)
         world, rank = acc.num_processes, acc.process_index
         per_window = cfg.grad_accum * world
         usable = len(batches) - (len(batches) % world if world > 1 else 0)
@@ -425,6 +425,12 @@ class RewardTrainer:
         return get_scheduler(name[self.config.schedule], optimizer,
                              num_warmup_steps=int(self.config.warmup_ratio * total_steps),
                              num_training_steps=total_steps)
+
+    def batch_plan(self, rows: Sequence[PackedRow]) -> list[list[int]]:
+        """The training micro-batches, as row indices: by length, within the token budget
+        (each epoch visits them in `_epoch_order`)."""
+        cfg = self.config
+        return token_batches([len(r) for r in rows], cfg.batch_tokens, cfg.max_rows)
 
     def _epoch_order(self, epoch: int, n: int) -> list[int]:
         return np.random.default_rng([self.config.seed, epoch]).permutation(n).tolist()
