@@ -5,8 +5,8 @@
 
 Each --config is a space-separated list of BaseConfig overrides (`steps=4000`,
 `hidden_size=256`, `mathmix.fact_alpha=0`, `mathmix.fact_format=lsd`, ...). Every base is
-built once into the demo-base cache (prmkit.demo.base) and measured on the held-out text of
-`prmkit.demo.skill.heldout_text` (the first 8 samples of each of seed 0's 120 test
+built once into the demo-base cache (prmkit.demo.lm.base) and measured on the held-out text of
+`prmkit.demo.lm.skill.heldout_text` (the first 8 samples of each of seed 0's 120 test
 problems). One row per configuration is appended to --out as soon as it is measured (a row
 with the same key is replaced), so a stopped sweep keeps what it measured. Wall time and
 the machine's load are recorded: build times on a shared CPU are upper bounds.
@@ -23,9 +23,10 @@ from pathlib import Path
 import torch
 from scoring_common import load_average
 
-from prmkit.demo.base import BaseConfig, base_folder, base_info, base_with_overrides
-from prmkit.demo.mathmix import build_mathmix
-from prmkit.demo.skill import format_skill, heldout_text, step_result_skill, table_coverage
+from prmkit.demo.lm.base import BaseConfig, base_folder, base_info
+from prmkit.demo.lm.mathmix import build_mathmix
+from prmkit.demo.lm.skill import format_skill, heldout_text, step_result_skill, table_coverage
+from prmkit.demo.settings import with_overrides
 from prmkit.models.backbones import load_backbone
 
 HERE = Path(__file__).resolve().parent
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     heldout = heldout_text()
     out = Path(args.out)
     for text in configs:
-        cfg = base_with_overrides(BaseConfig(), text.split())
+        cfg = with_overrides(BaseConfig(), text.split())
         row = measure(cfg, args.device, heldout)
         row.update(overrides=text, machine=platform.processor() or platform.machine(),
                    device_name=(torch.cuda.get_device_name() if args.device.startswith("cuda")

@@ -3,7 +3,7 @@
     python benchmarks/bench_demo_base_check.py --base "mathmix steps=2000" [--seed 0]
 
 Scores every step of the demo's test pools of one seed (120 problems x 64 samples) by the
-base's probability of the result as written (`prmkit.demo.skill.written_result_probs`, no
+base's probability of the result as written (`prmkit.demo.lm.skill.written_result_probs`, no
 reward training), then reports per kind of first error the step AUROC and the share of
 best-of-64 picks (weakest step, `min`), as the demo reports them for its PRM and ORM.
 Writes benchmarks/results/demo_base_check.json.
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from prmkit.demo.base import resolve_base
+from prmkit.demo.lm.base import resolve_base
+from prmkit.demo.lm.skill import written_result_probs
 from prmkit.demo.run import DemoConfig, _solution_score, seed_world
-from prmkit.demo.skill import written_result_probs
 from prmkit.demo.world import check_solution
 from prmkit.demo.world.error_kinds import kind_report
 from prmkit.models.backbones import load_backbone

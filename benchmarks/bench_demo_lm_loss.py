@@ -4,7 +4,7 @@
 
 Per weight: seed 0 of the demo (`DemoConfig(seeds=(0,), base=..., threads=1,
 lm_loss_weight=w)`, through `prmkit.demo.run.run_demo`), then the regime indicator of the
-trained PRM's and ORM's own backbones (`prmkit.demo.skill.step_result_skill` on the
+trained PRM's and ORM's own backbones (`prmkit.demo.lm.skill.step_result_skill` on the
 held-out text): how much of the base's skill each reward model kept. One row per weight in
 benchmarks/results/demo_lm_loss.json (a row of the same weight and base is replaced).
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
+from prmkit.demo.lm.skill import heldout_text, step_result_skill
 from prmkit.demo.run import DemoConfig, run_demo
-from prmkit.demo.skill import heldout_text, step_result_skill
 from prmkit.models.backbones import load_backbone
 
 HERE = Path(__file__).resolve().parent

@@ -22,7 +22,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def main() -> int:
     from prmkit.demo import world
-    from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
+    from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
     from prmkit.demo.run import (
         DemoConfig,
         _score,

@@ -27,8 +27,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prmkit.demo.base import with_overrides
     from prmkit.demo.rl_experiment import RLConfig, quick_rl, run_rl
+    from prmkit.demo.settings import with_overrides
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0,1,2")

@@ -3,9 +3,10 @@ import json
 import pytest
 import torch
 
-from prmkit.demo import base as base_mod
-from prmkit.demo.base import BaseConfig, base_folder, base_info, base_with_overrides
-from prmkit.demo.skill import heldout_text, step_result_skill
+from prmkit.demo.lm import base as base_mod
+from prmkit.demo.lm.base import BaseConfig, base_folder, base_info
+from prmkit.demo.lm.skill import heldout_text, step_result_skill
+from prmkit.demo.settings import with_overrides
 from prmkit.models.backbones import load_backbone
 
 TINY = ["steps=3", "hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
@@ -28,30 +29,30 @@ def counted_pretraining(monkeypatch, tmp_path):
 
 
 def test_cached_base_is_reused_and_rebuilt_when_its_settings_change(counted_pretraining):
-    cfg = base_with_overrides(BaseConfig(), TINY)
+    cfg = with_overrides(BaseConfig(), TINY)
     first = base_folder(cfg, progress=False)
     assert counted_pretraining == [3]
-    again = base_folder(base_with_overrides(BaseConfig(), TINY), progress=False)
+    again = base_folder(with_overrides(BaseConfig(), TINY), progress=False)
     assert again == first and counted_pretraining == [3]  # read back, not pretrained
     info = base_info(first)
     assert info["key"] == cfg.key() and info["config"]["steps"] == 3
-    changed = base_folder(base_with_overrides(cfg, ["mathmix.fact_alpha=0"]), progress=False)
+    changed = base_folder(with_overrides(cfg, ["mathmix.fact_alpha=0"]), progress=False)
     assert changed != first and counted_pretraining == [3, 3]
-    longer = base_folder(base_with_overrides(cfg, ["steps=4"]), progress=False)
+    longer = base_folder(with_overrides(cfg, ["steps=4"]), progress=False)
     assert longer not in (first, changed) and counted_pretraining == [3, 3, 4]
     assert sorted(p.name for p in first.parent.iterdir() if p.is_dir()) == sorted(
         {first.name, changed.name, longer.name})  # no half-written folder left behind
 
 
 def test_base_overrides_are_typed_and_unknown_fields_are_refused():
-    cfg = base_with_overrides(BaseConfig(), ["steps=10", "mathmix.fact_alpha=0",
+    cfg = with_overrides(BaseConfig(), ["steps=10", "mathmix.fact_alpha=0",
                                              "mathmix.exclude_seeds=0,1", "lr=1e-3"])
     assert cfg.steps == 10 and cfg.lr == 1e-3
     assert cfg.mathmix.fact_alpha == 0.0 and cfg.mathmix.exclude_seeds == (0, 1)
     with pytest.raises(ValueError, match="no field 'depth'"):
-        base_with_overrides(cfg, ["depth=3"])
+        with_overrides(cfg, ["depth=3"])
     with pytest.raises(ValueError, match="mathmix.problems=many"):
-        base_with_overrides(cfg, ["mathmix.problems=many"])
+        with_overrides(cfg, ["mathmix.problems=many"])
 
 
 class _Oracle(torch.nn.Module):
@@ -70,7 +71,7 @@ class _Oracle(torch.nn.Module):
 
 
 def test_skill_is_one_for_a_model_that_always_predicts_the_text(counted_pretraining):
-    folder = base_folder(base_with_overrides(BaseConfig(), TINY), progress=False)
+    folder = base_folder(with_overrides(BaseConfig(), TINY), progress=False)
     _, tokenizer = load_backbone(str(folder))
     problems, pools = heldout_text(test=6, samples=2)
     skill = step_result_skill(_Oracle(len(tokenizer)), tokenizer, problems, pools)
@@ -134,8 +135,8 @@ def test_every_seed_starts_from_the_one_cached_base(counted_pretraining, monkeyp
 
 
 def test_table_coverage_counts_the_held_out_steps_whose_operands_are_facts():
-    from prmkit.demo.mathmix import step_facts
-    from prmkit.demo.skill import table_coverage
+    from prmkit.demo.lm.mathmix import step_facts
+    from prmkit.demo.lm.skill import table_coverage
 
     problems, pools = heldout_text(test=6, samples=2)
     everything = {f for pool in pools for steps in pool for f in step_facts(steps)}
@@ -147,9 +148,9 @@ def test_table_coverage_counts_the_held_out_steps_whose_operands_are_facts():
 
 
 def test_written_result_probs_are_the_base_check_of_each_written_result(counted_pretraining):
-    from prmkit.demo.skill import written_result_probs
+    from prmkit.demo.lm.skill import written_result_probs
 
-    folder = base_folder(base_with_overrides(BaseConfig(), TINY), progress=False)
+    folder = base_folder(with_overrides(BaseConfig(), TINY), progress=False)
     _, tokenizer = load_backbone(str(folder))
     problems, pools = heldout_text(test=6, samples=2)
     probs = written_result_probs(_Oracle(len(tokenizer)), tokenizer, problems, pools)
@@ -165,7 +166,6 @@ def test_written_result_probs_are_the_base_check_of_each_written_result(counted_
 
 
 def test_demo_settings_take_overrides_and_refuse_unknown_ones():
-    from prmkit.demo.base import with_overrides
     from prmkit.demo.run import DemoConfig
 
     cfg = with_overrides(DemoConfig(), ["lora_rank=16", "formulation=token", "threads=1",

@@ -1,7 +1,7 @@
 import torch
 import torch.nn.functional as F
 
-from prmkit.demo.lm_loss import LMKeepingRewardModel, lm_loss, next_token_pairs
+from prmkit.demo.lm.lm_loss import LMKeepingRewardModel, lm_loss, next_token_pairs
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.reward_model import StepRewardModel
 from prmkit.training.batching import label_losses

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from prmkit.demo.mathmix import (
+from prmkit.demo.lm.mathmix import (
     MathMixConfig,
     build_mathmix,
     fact_line,

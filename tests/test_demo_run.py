@@ -113,7 +113,8 @@ def test_demo_cli_rejects_bad_seeds(capsys):
 
 
 def test_demo_set_overrides_are_typed_and_unknown_fields_are_refused():
-    from prmkit.demo.run import DemoConfig, with_overrides
+    from prmkit.demo.run import DemoConfig
+    from prmkit.demo.settings import with_overrides
 
     cfg = with_overrides(DemoConfig(), ["reward_steps=7", "lr=0.5", "aggregation=prod"])
     assert (cfg.reward_steps, cfg.lr, cfg.aggregation) == (7, 0.5, "prod")

@@ -9,8 +9,8 @@ import sys
 import pytest
 from test_demo_base import counted_pretraining  # noqa: F401 (a fixture)
 
-from prmkit.demo.base import SHIPPED_BASE, BaseConfig, base_folder, base_info
-from prmkit.demo.skill import heldout_text, step_result_skill
+from prmkit.demo.lm.base import SHIPPED_BASE, BaseConfig, base_folder, base_info
+from prmkit.demo.lm.skill import heldout_text, step_result_skill
 from prmkit.models.backbones import load_backbone
 
 # The regime indicator of a rebuilt base may differ from the shipped one's by this much (in
@@ -37,7 +37,7 @@ def test_build_command_reproduces_the_shipped_base(tmp_path):
     out = tmp_path / "base"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PRMKIT_CACHE": str(tmp_path / "cache"),
            "TQDM_MININTERVAL": "30"}  # a line every 30 s in a log
-    subprocess.run([sys.executable, "-m", "prmkit.demo.base", "--out", str(out)], check=True,
+    subprocess.run([sys.executable, "-m", "prmkit.demo.lm.base", "--out", str(out)], check=True,
                    env=env, stdout=subprocess.DEVNULL, timeout=4800)
     rebuilt, shipped = base_info(out), base_info(SHIPPED_BASE)
     assert rebuilt["key"] == shipped["key"] and rebuilt["config"] == shipped["config"]

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.base:
         cfg.base = args.base
     if args.set:
-        from prmkit.demo.base import with_overrides
+        from prmkit.demo.settings import with_overrides
 
         try:
             cfg = with_overrides(cfg, args.set)
@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
 def _base_skill(spec: str, out, progress: bool) -> int:
     import json
 
-    from prmkit.demo.base import base_info, resolve_base
-    from prmkit.demo.skill import format_skill, heldout_text, step_result_skill
+    from prmkit.demo.lm.base import base_info, resolve_base
+    from prmkit.demo.lm.skill import format_skill, heldout_text, step_result_skill
     from prmkit.errors import PrmkitError
     from prmkit.models.backbones import load_backbone
 
@@ -138,8 +138,8 @@ def _capacity(seeds, out, quick: bool, progress: bool) -> int:
 def _rl(seeds, out, quick: bool, progress: bool, items: list[str]) -> int:
     from dataclasses import replace
 
-    from prmkit.demo.base import with_overrides
     from prmkit.demo.rl_experiment import RLConfig, quick_rl, run_rl
+    from prmkit.demo.settings import with_overrides
     from prmkit.errors import PrmkitError
 
     cfg = quick_rl(seeds) if quick else RLConfig()

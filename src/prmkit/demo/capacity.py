@@ -1,9 +1,9 @@
 """When process supervision pays: best-of-N against the base model's skill.
 
-Each point is one shared MathMix base (`prmkit.demo.base`), pretrained for a fraction of a
+Each point is one shared MathMix base (`prmkit.demo.lm.base`), pretrained for a fraction of a
 default budget (0, 1/4, 1/2 and 1 times `BaseConfig().steps` by default; 0 is the untrained
 network). For each base: its regime indicator (the share of held-out step results it
-computes exactly, `prmkit.demo.skill`), then per seed the demo's PRM and ORM trained from it
+computes exactly, `prmkit.demo.lm.skill`), then per seed the demo's PRM and ORM trained from it
 and best-of-N on the seed's test pools (PRM, ORM, majority vote), with the step AUROC per
 error kind. One result per (base, seed) is cached under the work folder, keyed by the base's
 settings and the demo's, so an interrupted run resumes where it stopped; the bases
@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.data.io import cached_json
-from prmkit.demo.base import BaseConfig, base_with_overrides
+from prmkit.demo.lm.base import BaseConfig
 from prmkit.demo.run import DemoConfig, quick_config, run_seed, settings_key, torch_settings
+from prmkit.demo.settings import with_overrides
 from prmkit.demo.world.error_kinds import KINDS, summarise_kinds
 
 KEEP = ("seed", "prm", "orm", "majority", "pass", "step_auroc", "first_error", "error_kinds",
@@ -44,7 +45,7 @@ class CapacityConfig:
         return " ".join(["mathmix", *self.base_items, f"steps={steps}"])
 
     def base_key(self, steps: int) -> str:
-        return base_with_overrides(BaseConfig(), [*self.base_items, f"steps={steps}"]).key()
+        return with_overrides(BaseConfig(), [*self.base_items, f"steps={steps}"]).key()
 
     def demo_key(self) -> str:
         return settings_key(self.demo, leave_out=("base",))
@@ -61,8 +62,8 @@ def quick_capacity(seeds: tuple[int, ...] = (0,)) -> CapacityConfig:
 
 def base_skill(spec: str, samples: int = 8) -> dict:
     """The regime indicator of the base `spec` (built or read from the cache)."""
-    from prmkit.demo.base import resolve_base
-    from prmkit.demo.skill import heldout_text, step_result_skill
+    from prmkit.demo.lm.base import resolve_base
+    from prmkit.demo.lm.skill import heldout_text, step_result_skill
     from prmkit.models.backbones import load_backbone
 
     model, tokenizer = load_backbone(str(resolve_base(spec, progress=False)))

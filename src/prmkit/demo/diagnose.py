@@ -27,8 +27,8 @@ from prmkit.demo.run import (
     _solution_score,
     seed_world,
     train_seed_models,
-    with_overrides,
 )
+from prmkit.demo.settings import with_overrides
 from prmkit.evaluation import bon_curves
 from prmkit.evaluation.bon import ProblemPool
 from prmkit.selection import AnswerClusterer

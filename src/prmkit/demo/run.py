@@ -15,16 +15,16 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from prmkit.demo import world
-from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
-from prmkit.demo.base import base_info, resolve_base
-from prmkit.demo.lm_loss import LMKeepingRewardModel
+from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
+from prmkit.demo.lm.base import base_info, resolve_base
+from prmkit.demo.lm.lm_loss import LMKeepingRewardModel
 from prmkit.demo.world.error_kinds import kind_report, kinds_table, pick_indices, summarise_kinds
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins, plot_bon_curves, plot_calibration
@@ -63,7 +63,7 @@ class DemoConfig:
     # core of a 2-core machine free (2 threads beside another job run several times slower)
     threads: int = 1
     # mathmix [FIELD=VALUE ...] or a folder: every seed starts from one shared base
-    # (prmkit.demo.base.resolve_base; the default settings' base ships with prmkit);
+    # (prmkit.demo.lm.base.resolve_base; the default settings' base ships with prmkit);
     # seed: each seed pretrains its own backbone (the pretrain_* fields above)
     base: str = "mathmix"
     lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
@@ -84,19 +84,6 @@ def settings_key(cfg: DemoConfig, leave_out: tuple[str, ...] = ()) -> str:
     settings = {k: v for k, v in asdict(cfg).items()
                 if k not in ("seeds", "progress", *leave_out)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def with_overrides(cfg: DemoConfig, items: list[str]) -> DemoConfig:
-    """`cfg` with `FIELD=VALUE` overrides (the value converted to the field's type)."""
-    for item in items:
-        key, _, value = item.partition("=")
-        if key not in DemoConfig.__dataclass_fields__:
-            raise ValueError(f"--set {item}: DemoConfig has no field {key!r}")
-        try:
-            cfg = replace(cfg, **{key: type(getattr(cfg, key))(value)})
-        except ValueError as e:
-            raise ValueError(f"--set {item}: {e}") from None
-    return cfg
 
 
 def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:

@@ -29,8 +29,8 @@ from prmkit.demo.run import (
     _same_number,
     seed_world,
     train_seed_models,
-    with_overrides,
 )
+from prmkit.demo.settings import with_overrides
 from prmkit.demo.world.sampler import WorldSampler
 from prmkit.generation import SamplingParams
 from prmkit.search import RescoringScorer, SearchConfig, run_search

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from prmkit.demo.mathmix import step_facts
+from prmkit.demo.lm.mathmix import step_facts
 from prmkit.demo.world.trees import OPS, apply_op
 
 

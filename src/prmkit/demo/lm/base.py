@@ -8,23 +8,23 @@ renamed) with `base.json` (settings, loss curve ends, build time, where it was b
 
 The base of the default settings ships with prmkit (`SHIPPED_BASE`, about 4 MB): it costs
 8 minutes of one CPU thread to build, more than the demo's budget beside three seeds. It
-was made by `python -m prmkit.demo.base --out FOLDER` (the default settings, 1 thread);
+was made by `python -m prmkit.demo.lm.base --out FOLDER` (the default settings, 1 thread);
 tests/test_demo_shipped_base.py rebuilds it with that command and checks it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from prmkit.data.io import atomic_folder, cache_dir
-from prmkit.demo.backbone import build_backbone, pretrain_lm, save_backbone
-from prmkit.demo.mathmix import MathMixConfig, build_mathmix
+from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
+from prmkit.demo.lm.mathmix import MathMixConfig, build_mathmix
+from prmkit.demo.settings import config_key, with_overrides
 
 BASE_FORMAT = 1  # bump when a change of code changes what the same settings build
 SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings' base
@@ -45,38 +45,7 @@ class BaseConfig:
     seed: int = 0
 
     def key(self) -> str:
-        blob = json.dumps({"format": BASE_FORMAT, **asdict(self)}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def with_overrides(cfg, items: list[str]):
-    """A copy of the dataclass `cfg` with `FIELD=VALUE` overrides (typed as the field's
-    current value; tuples comma-separated); a nested dataclass's fields as `OUTER.FIELD`."""
-    for item in items:
-        key, _, value = item.partition("=")
-        outer, _, name = key.rpartition(".")
-        target = getattr(cfg, outer) if outer and is_dataclass(getattr(cfg, outer, None)) else cfg
-        current = getattr(target, name, None)
-        if (outer and target is cfg) or name not in {f.name for f in fields(target)} \
-                or is_dataclass(current):
-            raise ValueError(f"--set {item}: {type(target).__name__} has no field {name!r}")
-        try:
-            if isinstance(current, tuple):
-                new = tuple(int(v) for v in value.split(",") if v)
-            elif isinstance(current, bool):
-                new = {"true": True, "false": False}[value.lower()]
-            else:
-                new = type(current)(value)
-        except (ValueError, KeyError) as e:
-            raise ValueError(f"--set {item}: {e}") from None
-        target = replace(target, **{name: new})
-        cfg = replace(cfg, **{outer: target}) if outer else target
-    return cfg
-
-
-def base_with_overrides(cfg: BaseConfig, items: list[str]) -> BaseConfig:
-    """`cfg` with `FIELD=VALUE` overrides; MathMix settings as `mathmix.FIELD=VALUE`."""
-    return with_overrides(cfg, items)
+        return config_key({"format": BASE_FORMAT, **asdict(self)}, length=16)
 
 
 def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
@@ -151,19 +120,19 @@ def resolve_base(spec: str, progress: bool = True,
                               "model folder (no config.json there)")
         return folder
     try:
-        cfg = base_with_overrides(BaseConfig(), items)
+        cfg = with_overrides(BaseConfig(), items)
     except ValueError as e:
         raise PrmkitError(f"base {spec!r}: {e}") from None
     return base_folder(cfg, progress=progress, device=device)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m prmkit.demo.base --out FOLDER [--set FIELD=VALUE ...]`: build a base (the
+    """`python -m prmkit.demo.lm.base --out FOLDER [--set FIELD=VALUE ...]`: build a base (the
     default settings unless overridden) into FOLDER with one CPU thread, the way the shipped
     base was made."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m prmkit.demo.base", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m prmkit.demo.lm.base", description=main.__doc__)
     p.add_argument("--out", required=True, help="folder to write (must not exist)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     p.add_argument("--threads", type=int, default=1)
@@ -172,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     if out.exists():
         p.error(f"{out} exists: choose a new folder")
     torch.set_num_threads(args.threads)
-    build_base(base_with_overrides(BaseConfig(), args.set), out)
+    build_base(with_overrides(BaseConfig(), args.set), out)
     print(json.dumps(base_info(out), indent=1))
 
 
