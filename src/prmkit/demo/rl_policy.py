@@ -68,6 +68,9 @@ def train_policy(base_dir: str | Path, rows: list[dict], out: str | Path,
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    from prmkit.training.distributed import import_deepspeed_only_when_used
+
+    import_deepspeed_only_when_used()
     quiet_trainer_logs(progress)
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)

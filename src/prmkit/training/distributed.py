@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -28,6 +29,24 @@ def _env_true(name: str) -> bool:
     return os.environ.get(name, "false").lower() in ("true", "1")
 
 
+def _deepspeed_imported() -> bool:
+    return "deepspeed" in sys.modules
+
+
+def import_deepspeed_only_when_used() -> None:
+    """Keep accelerate from importing DeepSpeed in runs that do not use it.
+
+    Whenever DeepSpeed is installed, accelerate's `extract_model_from_parallel` (called on
+    every unwrap, by accelerate, transformers' and TRL's trainers) imports it to ask
+    whether a model is a `DeepSpeedEngine`: seconds of imports and DeepSpeed's "Setting
+    accelerator to CPU" on every run. A model can be one only once DeepSpeed is imported
+    (by accelerate's DeepSpeed plugin, when a DeepSpeed config is used), so that question
+    is asked only then."""
+    from accelerate.utils import other
+
+    other.is_deepspeed_available = _deepspeed_imported
+
+
 def make_accelerator(cfg):
     """The Accelerator of a run. DeepSpeed and FSDP come from the launcher's environment
     (`accelerate launch --config_file ...`); without CUDA they run on CPU processes over
@@ -38,6 +57,8 @@ def make_accelerator(cfg):
         FullyShardedDataParallelPlugin,
         InitProcessGroupKwargs,
     )
+
+    import_deepspeed_only_when_used()
 
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise PrmkitError("device=cuda but no CUDA device is available")
