@@ -11,23 +11,18 @@ from typing import Annotated
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import select
 
 from prmkit.errors import DataError
 from prmkit.labeling import projects, qc, service
-from prmkit.labeling.app import AdminDep, AdminPostDep, DbDep, render
 from prmkit.labeling.models import Project, Task, User
-from prmkit.labeling.routes import Id
+from prmkit.labeling.web import AdminDep, AdminPostDep, DbDep, Id, render, see_other
 
 router = APIRouter()
 NOTES = ("imported", "released", "created", "saved", "members")
 USER_NOTES = ("created", "disabled", "enabled")
 Count = Annotated[int | None, Query(ge=0, le=10**9)]
-
-
-def _see_other(url: str) -> RedirectResponse:
-    return RedirectResponse(url, 303)
 
 
 def _project(db, project_id: int) -> Project:
@@ -72,7 +67,7 @@ def create_project(db: DbDep, cur: AdminPostDep, name: Annotated[str, Form()],
                                      gold_rate=gold_rate, screening_size=screening_size,
                                      screening_pass=screening_pass)
     db.commit()
-    return _see_other(f"/admin?note=created&project={project.id}#project-{project.id}")
+    return see_other(f"/admin?note=created&project={project.id}#project-{project.id}")
 
 
 @router.post("/admin/projects/{project_id}/settings")
@@ -87,7 +82,7 @@ def project_settings(db: DbDep, cur: AdminPostDep, project_id: Id,
     service.update_project(db, project, phase=phase, overlap=overlap, gold_rate=gold_rate,
                            screening_size=screening_size, screening_pass=screening_pass)
     db.commit()
-    return _see_other(f"/admin?note=saved&project={project.id}#project-{project.id}")
+    return see_other(f"/admin?note=saved&project={project.id}#project-{project.id}")
 
 
 @router.post("/admin/projects/{project_id}/members")
@@ -96,7 +91,7 @@ def project_members(db: DbDep, cur: AdminPostDep, project_id: Id,
     """Exactly the checked labellers become the project's members."""
     project = _project(db, project_id)
     service.set_members(db, project, member or [])
-    return _see_other(f"/admin?note=members&project={project.id}#project-{project.id}")
+    return see_other(f"/admin?note=members&project={project.id}#project-{project.id}")
 
 
 @router.post("/admin/projects/{project_id}/import")
@@ -119,14 +114,14 @@ async def import_file(request: Request, db: DbDep, cur: AdminPostDep, project_id
         except DataError as e:
             # Name the uploaded file, not the temporary copy.
             raise service.LabelingError(str(e).replace(str(path), name)) from None
-    return _see_other(f"/admin?note=imported&project={project.id}&count={n}")
+    return see_other(f"/admin?note=imported&project={project.id}&count={n}")
 
 
 @router.post("/admin/projects/{project_id}/release")
 def release(db: DbDep, cur: AdminPostDep, project_id: Id, idle_hours: Annotated[float, Form()]):
     project = _project(db, project_id)
     tasks = service.release_stale_tasks(db, project, service.idle_hours(idle_hours))
-    return _see_other("/admin?" + urlencode({
+    return see_other("/admin?" + urlencode({
         "note": "released", "project": project.id, "count": len(tasks), "hours": idle_hours,
         "tasks": ",".join(str(t.id) for t in tasks[:50])}))
 
@@ -179,7 +174,7 @@ def add_user(db: DbDep, cur: AdminPostDep, username: Annotated[str, Form(max_len
              password: Annotated[str, Form(max_length=1024)],
              role: Annotated[str, Form(max_length=16)] = "labeller"):
     user = service.create_user(db, username.strip(), password, role)
-    return _see_other(f"/admin/users?note=created&user={user.id}")
+    return see_other(f"/admin/users?note=created&user={user.id}")
 
 
 @router.post("/admin/users/{user_id}/disable")
@@ -191,7 +186,7 @@ def disable_user(db: DbDep, cur: AdminPostDep, user_id: Id):
     if user.id == cur.user.id:
         raise service.Conflict("you cannot disable your own account")
     service.set_disabled(db, user, True)
-    return _see_other(f"/admin/users?note=disabled&user={user.id}")
+    return see_other(f"/admin/users?note=disabled&user={user.id}")
 
 
 @router.post("/admin/users/{user_id}/enable")
@@ -200,4 +195,4 @@ def enable_user(db: DbDep, cur: AdminPostDep, user_id: Id):
     if user is None:
         raise service.NotFound(f"no user {user_id}")
     service.set_disabled(db, user, False)
-    return _see_other(f"/admin/users?note=enabled&user={user.id}")
+    return see_other(f"/admin/users?note=enabled&user={user.id}")

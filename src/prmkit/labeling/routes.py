@@ -8,32 +8,27 @@ import uuid
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Form, HTTPException, Path, Query, Request
-from fastapi.responses import RedirectResponse
+from fastapi import APIRouter, Form, HTTPException, Query, Request
 
 from prmkit.data.prm800k import FINISH_REASONS
 from prmkit.labeling import security, service
-from prmkit.labeling.app import (
+from prmkit.labeling.guard import FORM_BYTES
+from prmkit.labeling.web import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
     CurrentDep,
     DbDep,
+    Id,
+    Position,
     PostDep,
     local_path,
     render,
     render_sign_in,
+    see_other,
     set_session_cookie,
 )
-from prmkit.labeling.guard import FORM_BYTES
 
 router = APIRouter()
-MAX_ID = 2**31 - 1  # ids are 32-bit integers in both databases
-Id = Annotated[int, Path(ge=1, le=MAX_ID)]
-Position = Annotated[int, Path(ge=0, le=100_000)]
-
-
-def _see_other(url: str) -> RedirectResponse:
-    return RedirectResponse(url, 303)
 
 
 @router.get("/healthz")
@@ -91,7 +86,7 @@ def login(request: Request, db: DbDep, username: Annotated[str, Form(max_length=
         response = render(request, "resubmit.html", {"action": target, "fields": fields,
                                                      "csrf": csrf, "user": user})
     else:
-        response = _see_other(target or "/")
+        response = see_other(target or "/")
     set_session_cookie(request, response, token)
     return response
 
@@ -99,14 +94,14 @@ def login(request: Request, db: DbDep, username: Annotated[str, Form(max_length=
 @router.post("/logout")
 def logout(request: Request, db: DbDep, cur: PostDep):
     service.close_session(db, request.cookies.get(SESSION_COOKIE))
-    response = _see_other("/login?error=signed-out")
+    response = see_other("/login?error=signed-out")
     response.delete_cookie(SESSION_COOKIE)
     return response
 
 
 @router.get("/")
 def home(cur: CurrentDep):
-    return _see_other("/admin" if cur.user.role == "admin" else "/tasks")
+    return see_other("/admin" if cur.user.role == "admin" else "/tasks")
 
 
 # --- the labeller's pages -----------------------------------------------------------------
@@ -128,8 +123,8 @@ def take_next(db: DbDep, cur: PostDep, project_id: Id):
     if task is None:
         status = service.screening_status(db, cur.user, project)
         note = "screening-failed" if status["failed"] else "none-left"
-        return _see_other(f"/tasks?note={note}")
-    return _see_other(f"/tasks/{task.id}")
+        return see_other(f"/tasks?note={note}")
+    return see_other(f"/tasks/{task.id}")
 
 
 @router.get("/tasks/{task_id}")
@@ -168,7 +163,7 @@ async def rate_step(request: Request, db: DbDep, cur: PostDep, task_id: Id, posi
     service.submit_step(db, cur.user, task_id, position, ratings, flags,
                         str(form.get("submission_id") or ""),
                         human if isinstance(human, str) else None)
-    return _see_other(f"/tasks/{task_id}")
+    return see_other(f"/tasks/{task_id}")
 
 
 @router.post("/tasks/{task_id}/steps/{position}/undo")
@@ -177,13 +172,13 @@ def undo_step(db: DbDep, cur: PostDep, task_id: Id, position: Position,
     """Withdraw the rating whose submission id the form carries (the last one)."""
     withdrawn = service.undo_step(db, cur.user, task_id, position, undo_submission_id)
     undo = "done" if withdrawn is not None else "already"
-    return _see_other(f"/tasks/{task_id}?" + urlencode({"undo": undo, "step": position + 1}))
+    return see_other(f"/tasks/{task_id}?" + urlencode({"undo": undo, "step": position + 1}))
 
 
 @router.post("/tasks/{task_id}/finish")
 def finish(db: DbDep, cur: PostDep, task_id: Id, reason: Annotated[str, Form()],
            note: Annotated[str, Form()] = ""):
     service.finish_task(db, cur.user, task_id, reason, note)
-    return _see_other(f"/tasks/{task_id}")
+    return see_other(f"/tasks/{task_id}")
 
 
