@@ -205,11 +205,34 @@ def test_non_utf8_queue_names_file_and_line_in_label_import_data_stats_and_uploa
 
 
 def test_failed_cli_import_leaves_no_new_project(tmp_path, capsys):
+    """Into an existing database a failed import adds no project; into a new one it leaves
+    no database file behind."""
     db = str(tmp_path / "cli.sqlite")
+    good = write_queue(tmp_path / "q.jsonl", [phase1_record(1)])
+    assert main(["label", "import", str(good), "--project", "old", "--db", db]) == 0
     assert main(["label", "import", str(_not_utf8(tmp_path)), "--project", "fresh",
                  "--phase", "2", "--db", db]) == 2
     assert main(["label", "stats", "--project", "fresh", "--db", db]) == 2
     assert "no project 'fresh'" in capsys.readouterr().err
+    new = tmp_path / "new.sqlite"
+    assert main(["label", "import", str(_not_utf8(tmp_path)), "--project", "fresh",
+                 "--db", str(new)]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if "new" in p.name) == []
+
+
+@pytest.mark.parametrize("argv", [["stats", "--project", "p"],
+                                  ["export", "--project", "p", "-o", "out.jsonl"],
+                                  ["members", "list", "--project", "p"],
+                                  ["release", "--project", "p", "--idle-hours", "1"],
+                                  ["users", "list"]])
+def test_label_command_on_a_missing_database_creates_no_file(tmp_path, capsys, argv):
+    """A mistyped --db made an empty database (and for export an empty output) there."""
+    db = tmp_path / "typo.sqlite"
+    argv = [a.replace("out.jsonl", str(tmp_path / "out.jsonl")) for a in argv]
+    assert main(["label", *argv, "--db", str(db)]) == 2
+    assert f"{db}: no such labelling database" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- 14: ended sessions, stale forms, text in the address -------------------------------------

@@ -132,6 +132,22 @@ def test_training_run_folder_given_as_a_model_names_its_model_folder(tmp_path, e
     assert Scorer.from_pretrained(run / "model", device="cpu").score([("1 + 1?", ["2"])])
 
 
+def test_failed_train_on_bad_data_leaves_no_run_folder(tmp_path, capsys):
+    """Bad JSON on line 3 of the training data: the error names the file and line, and no
+    run folder is left behind (a run folder with only its config.json looked like a run
+    that had stopped)."""
+    lines = FIXTURE.read_text().splitlines(keepends=True)
+    bad = tmp_path / "data.jsonl"
+    bad.write_text(lines[0] + lines[1] + '{"prompt": \n' + "".join(lines[3:]))
+    run = tmp_path / "run"
+    recipe = ROOT / "recipes" / "tiny_ci.yaml"
+    argv = ["train", "--config", str(recipe), f"data.train=[{bad}]", f"output_dir={run}",
+            "max_steps=1", "data.cache=false", "progress=false"]
+    assert cli_main(argv) == 2
+    assert f"{bad}:3: invalid JSON" in capsys.readouterr().err
+    assert not run.exists()
+
+
 def test_save_load_round_trip_gives_identical_scores(tmp_path, examples):
     cfg = _config(tmp_path, examples, max_steps=2, model={"formulation": "head"})
     trainer = RewardTrainer(cfg)

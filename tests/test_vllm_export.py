@@ -86,6 +86,36 @@ def test_export_command_writes_the_folder(tmp_path, capsys):
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
+def test_failed_export_leaves_no_partial_folder(tmp_path, monkeypatch, capsys):
+    """An export that fails half way (here at its model card, written last) leaves no
+    folder, and an earlier export where it was written as it was; a folder that holds
+    anything but an export is not written into."""
+    from prmkit.cli import main
+    from prmkit.models import card
+
+    model_dir = _saved(tmp_path / "model")
+    out = tmp_path / "out"
+
+    def fail(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(card, "write_model_card", fail)
+        with pytest.raises(OSError, match="No space left"):
+            export_for_vllm(model_dir, out)
+    assert not out.exists() and list(tmp_path.iterdir()) == [model_dir]
+    export_for_vllm(model_dir, out)
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    with monkeypatch.context() as m:
+        m.setattr(card, "write_model_card", fail)
+        with pytest.raises(OSError, match="No space left"):
+            export_for_vllm(model_dir, out)
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert export_for_vllm(model_dir, out) == out  # an earlier export is replaced
+    assert main(["export", "vllm", "--model", str(model_dir), "-o", str(tmp_path)]) == 2
+    assert f"{tmp_path} exists and is not an export" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_vllm_pooling_runner_serves_the_export_with_prmkits_step_probabilities(tmp_path):
     if importlib.util.find_spec("vllm") is None:

@@ -4,24 +4,43 @@ of idle tasks), project members (members) and accounts (users)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import logging
 import math
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 DEFAULT_DB = "labels.sqlite"
 
 
-def _sessions(args: argparse.Namespace, read_only: bool = False):
-    """Sessions over --db, migrated first; `read_only` ones never take SQLite's write lock,
-    so an export or stats run holds up no labeller."""
+@contextlib.contextmanager
+def _session(args: argparse.Namespace, read_only: bool = False, create: bool = False):
+    """A session over --db, migrated first; a `read_only` one never takes SQLite's write
+    lock, so an export or stats run holds up no labeller. A SQLite file that is not there
+    is made only by a command that adds to it (`create`), and removed again if it fails."""
     from prmkit.labeling import db
+    from prmkit.labeling.service import LabelingError
 
+    path = db.sqlite_file(args.db)
+    new = path is not None and not path.exists()
+    if new and not create:
+        raise LabelingError(f"{args.db}: no such labelling database (`prmkit label import` "
+                            "or `prmkit label users add` creates one)")
     engine = db.make_engine(args.db)
-    db.migrate(engine)
-    return db.make_sessionmaker(engine, read_only=read_only)
+    try:
+        db.migrate(engine)
+        with db.make_sessionmaker(engine, read_only=read_only)() as s:
+            yield s
+    except BaseException:
+        engine.dispose()
+        if new:
+            for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                f.unlink(missing_ok=True)
+        raise
+    engine.dispose()
 
 
 def _release_idle(hours: float | None):
@@ -83,7 +102,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from prmkit.labeling import service
 
-    with _sessions(args)() as s:
+    with _session(args, create=True) as s:
         # One transaction: a queue that fails to import leaves no new project behind.
         try:
             project = service.configure_project(
@@ -102,7 +121,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from prmkit.labeling import service
 
-    with _sessions(args, read_only=True)() as s:
+    with _session(args, read_only=True) as s:
         n = service.export_project(s, service.get_project(s, args.project), args.output)
     print(f"wrote {n} labelled solutions to {args.output}")
     return 0
@@ -111,7 +130,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from prmkit.labeling import qc, service
 
-    with _sessions(args, read_only=True)() as s:
+    with _session(args, read_only=True) as s:
         print(json.dumps(qc.project_stats(s, service.get_project(s, args.project))))
     return 0
 
@@ -119,7 +138,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_release(args: argparse.Namespace) -> int:
     from prmkit.labeling import service
 
-    with _sessions(args)() as s:
+    with _session(args) as s:
         project = service.get_project(s, args.project)
         tasks = service.release_stale_tasks(s, project, service.idle_hours(args.idle_hours),
                                             user=args.user)
@@ -134,7 +153,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_members(args: argparse.Namespace) -> int:
     from prmkit.labeling import service
 
-    with _sessions(args)() as s:
+    with _session(args) as s:
         project = service.get_project(s, args.project)
         if args.action == "add":
             service.add_members(s, project, args.names)
@@ -165,7 +184,7 @@ def cmd_users(args: argparse.Namespace) -> int:
         from prmkit.labeling.service import LabelingError
 
         raise LabelingError(f"users {args.action} needs a user name")
-    with _sessions(args)() as s:
+    with _session(args, create=args.action == "add") as s:
         if args.action == "list":
             for u in service.list_users(s):
                 print(f"{u.username}\t{u.role}" + ("\tdisabled" if u.disabled else ""))

@@ -28,6 +28,14 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database (None for PostgreSQL or an in-memory database)."""
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
 def make_engine(url: str) -> Engine:
     url = normalize_url(url)
     if make_url(url).get_backend_name() != "sqlite":

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from prmkit.data.io import atomic_folder
 from prmkit.errors import PrmkitError
 from prmkit.models.config import RewardModelConfig
 
@@ -51,11 +52,15 @@ def score_head(model) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = None) -> Path:
     """Write the vLLM-servable folder of a saved prmkit model (see the module docstring).
-    dtype: the backbone's weights as saved (default: as loaded, fp32); the head stays fp32."""
-    from safetensors.torch import save_file
+    dtype: the backbone's weights as saved (default: as loaded, fp32); the head stays fp32.
+    The folder is written whole or not at all; an earlier export in it is replaced, any
+    other folder that is not empty refused."""
+    from prmkit.models.reward_model import StepRewardModel, _is_export
 
-    from prmkit.models.reward_model import StepRewardModel
-
+    out = Path(out)
+    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not _is_export(out)):
+        raise PrmkitError(f"{out} exists and is not an export: choose a new folder (an "
+                          "earlier export there is replaced)")
     model = StepRewardModel.from_pretrained(model_dir, dtype=dtype)
     backbone = model.backbone
     arch = type(backbone).__name__
@@ -69,9 +74,16 @@ def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = 
     hf_config.id2label = dict(enumerate(CLASS_NAMES[classes]))
     hf_config.label2id = {v: k for k, v in hf_config.id2label.items()}
     hf_config.tie_word_embeddings = False  # no LM head in the export
+    with atomic_folder(out) as tmp:  # a failed export leaves no folder, nor half of one
+        _write_export(model, backbone, hf_config, weight, bias, tmp)
+    return out
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+
+def _write_export(model, backbone, hf_config, weight, bias, out: Path) -> None:
+    from safetensors.torch import save_file
+
+    from prmkit.models.card import write_model_card
+
     state: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for key, value in backbone.state_dict().items():
@@ -89,10 +101,7 @@ def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = 
     hf_config.save_pretrained(out)
     model.tokenizer.save_pretrained(out)
     model.config.save(out)
-    from prmkit.models.card import write_model_card
-
     write_model_card(out, model.config, token_classification=True)
-    return out
 
 
 def vllm_step_probs(llm, model_dir: str | Path, items: Sequence[Any]) -> list[list[float | None]]:

@@ -198,10 +198,6 @@ class RewardTrainer:
         self.fingerprint = run_fingerprint(cfg, acc.num_processes, self.engine)
         if resume_from is not None:
             self._check_resume(out, resume_from)
-        elif acc.is_main_process:  # a resumed run keeps the config.json it started with
-            out.mkdir(parents=True, exist_ok=True)
-            with atomic_write(out / "config.json", "w") as f:
-                f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
         if acc.is_main_process:
             self._warn_count_with_prefixes()
 
@@ -244,6 +240,13 @@ class RewardTrainer:
         total_steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * steps_per_epoch))
         self.data_stats.update({"batches_per_epoch": usable, "steps_per_epoch": steps_per_epoch,
                                 "total_steps": total_steps})
+        # The run folder starts with its config once data and model are read: a run that
+        # fails before (bad data, a missing backbone) leaves none. A resumed run keeps the
+        # config.json it started with.
+        if resume_from is None and acc.is_main_process:
+            out.mkdir(parents=True, exist_ok=True)
+            with atomic_write(out / "config.json", "w") as f:
+                f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
 
         frozen = dist.freeze_unused_parameters(model)
         if frozen and acc.is_main_process:
