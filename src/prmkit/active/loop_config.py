@@ -16,8 +16,8 @@ from typing import Any, Literal
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from prmkit.training.reward_config import (
-    _build,
     check_types,
+    config_from_dict,
     load_yaml_config,
 )
 
@@ -108,7 +108,7 @@ class LoopConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> LoopConfig:
-        return _build(cls, d, "")
+        return config_from_dict(cls, d)
 
     def to_dict(self) -> dict:
         return asdict(self)

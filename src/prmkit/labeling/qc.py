@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from prmkit.labeling.models import Item, Project, StepLabel, Task, User
-from prmkit.labeling.service import _agreement, screening_status
+from prmkit.labeling.service import gold_agreement, screening_status
 
 CATEGORIES = (-1, 0, 1)
 
@@ -86,7 +86,7 @@ def project_stats(db: Session, project: Project) -> dict[str, Any]:
                 units[(task.item_id, label.position, c)][task.user.username] = r
     for task, labels in _done_labels(db, project, "gold"):
         row = per_user[task.user.username]
-        same, n = _agreement(task.item.reference or [], labels)
+        same, n = gold_agreement(task.item.reference or [], labels)
         row["gold_same"] += same
         row["gold_n"] += n
 

@@ -237,7 +237,7 @@ def screening_status(db: Session, user: User, project: Project) -> dict[str, Any
             Task.user_id == user.id, Item.project_id == project.id, Item.kind == "screening",
             Task.status == "done")):
         done += 1
-        a, m = _agreement(task.item.reference or [], _labels(db, task))
+        a, m = gold_agreement(task.item.reference or [], _labels(db, task))
         agree, n = agree + a, n + m
     agreement = agree / n if n else None
     complete = done >= required
@@ -247,7 +247,7 @@ def screening_status(db: Session, user: User, project: Project) -> dict[str, Any
             "failed": complete and not passed}
 
 
-def _agreement(reference: list[list[int | None]], labels: list[StepLabel]) -> tuple[int, int]:
+def gold_agreement(reference: list[list[int | None]], labels: list[StepLabel]) -> tuple[int, int]:
     """(matching ratings, compared ratings) against a gold answer key."""
     same = n = 0
     for label in labels:

@@ -158,7 +158,7 @@ class RewardTrainingConfig:
     # ---- dict / YAML ---------------------------------------------------------------------
     @classmethod
     def from_dict(cls, d: dict) -> RewardTrainingConfig:
-        return _build(cls, d, "")
+        return config_from_dict(cls, d)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -325,6 +325,12 @@ def _has_key(cls, dotted: str) -> bool:
             return False
         cls = typing.get_type_hints(cls)[part]
     return True
+
+
+def config_from_dict(cls, d: Any):
+    """A config dataclass `cls` (nested ones too) from a dict, each field checked against
+    its annotation and unknown keys rejected by dotted name."""
+    return _build(cls, d, "")
 
 
 def _build(cls, d: Any, where: str):
