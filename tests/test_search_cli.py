@@ -183,3 +183,29 @@ def test_search_cli_takes_the_same_typed_backend_options_as_generate(folders, tm
                        "--backend-option", "timeout=5", "--prompt-format", "chat")
     assert main(argv) == 2
     assert calls == [("openai", {"base_url": "http://h:1/v1", "concurrency": 4, "timeout": 5})]
+
+
+def test_failed_search_leaves_no_partial_output_file(folders, tmp_path, monkeypatch, capsys):
+    """Bad problems (line 3) or a search that fails before its first result: no output
+    file, and an earlier one given --overwrite stays as it was."""
+    import prmkit.search
+    from prmkit.errors import PrmkitError
+
+    bad = tmp_path / "problems.jsonl"
+    bad.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS) + '{"problem": \n')
+    out = tmp_path / "out.jsonl"
+    argv = search_argv(folders, out, "--approach", "best_of_n")
+    argv[argv.index("--problems") + 1] = str(bad)
+    assert main(argv) == 2
+    assert f"{bad}:3" in capsys.readouterr().err and not out.exists()
+
+    def fail(*args, **kwargs):
+        raise PrmkitError("the generator went away")
+
+    monkeypatch.setattr(prmkit.search, "run_search", fail)
+    argv = search_argv(folders, out, "--approach", "best_of_n")
+    assert main(argv) == 2 and not out.exists()
+    out.write_text("earlier\n")
+    assert main([*argv, "--overwrite"]) == 2
+    assert "the generator went away" in capsys.readouterr().err
+    assert out.read_text() == "earlier\n"

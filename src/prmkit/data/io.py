@@ -131,11 +131,12 @@ class LazyOutput:
         self.close()
 
 
-def existing_output_error(path: str | os.PathLike) -> PrmkitError:
+def existing_output_error(path: str | os.PathLike,
+                          resume: str = "--resume (resume=True)") -> PrmkitError:
     """The refusal to touch an output that exists when the run may neither continue nor
-    replace it."""
-    return PrmkitError(f"{path} exists: pass --resume (resume=True) to continue it or "
-                       "--overwrite (overwrite=True) to replace it")
+    replace it, naming the command's flags (and the Python keywords)."""
+    return PrmkitError(f"{path} exists: pass {resume} to continue it or --overwrite "
+                       "(overwrite=True) to replace it")
 
 
 def cached_json(path: str | os.PathLike, compute: Callable[[], Any]) -> Any:

@@ -174,7 +174,7 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
         if saved is not None and not force:
             check_same_generator(out_path, saved, generated_by)
     elif out_path.exists() and not overwrite:
-        raise existing_output_error(out_path)
+        raise existing_output_error(out_path, resume="resume=True")  # the command resumes
 
     todo = [(p, problem_key(p), i) for p in problems for i in range(n)
             if (problem_key(p), i) not in done]
