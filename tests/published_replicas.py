@@ -133,7 +133,8 @@ def qwen_prm(folder: Path) -> Path:
     spec = importlib.util.spec_from_file_location("qwen_rm_replica", folder / "modeling_qwen2_rm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    config = small(Qwen2Config, tok, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    config = small(Qwen2Config, tok, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                   initializer_range=0.1)
     config.auto_map = {"AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"}
     torch.manual_seed(0)
     model = module.Qwen2ForProcessRewardModel(config).eval()
@@ -169,7 +170,7 @@ def math_shepherd(folder: Path) -> Path:
 
     tok = sentencepiece_like()
     config = small(MistralConfig, tok, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                   tie_word_embeddings=False)
+                   tie_word_embeddings=False, initializer_range=0.1)
     torch.manual_seed(1)
     MistralForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -200,7 +201,7 @@ def rlhflow(folder: Path) -> Path:
                     "<|end_header_id|>", "<|eot_id|>"], "<|begin_of_text|>", "<|eot_id|>",
                    "<|end_of_text|>", LLAMA31_TEMPLATE)
     config = small(LlamaConfig, tok, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                   tie_word_embeddings=False)
+                   tie_word_embeddings=False, initializer_range=0.1)
     torch.manual_seed(2)
     LlamaForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -246,26 +247,96 @@ def implicit_prm(folder: Path) -> tuple[Path, Path]:
 
 
 def implicit_card_rewards(policy, reference, problem, steps, beta) -> list[float]:
-    """Step rewards as the implicit-PRM definition gives them: each step's span is read
-    from the token counts of the conversation cut after the previous step, and
-    r = beta * sum of log pi - log pi_ref over the span."""
+    """The running reward PRIME-RL/ImplicitPRM's ProcessBench script (eval/processbench.py,
+    as the EurusPRM card) gathers per step, before its sigmoid: steps numbered "Step k: "
+    and joined by "\n\n"; boundary k = the token count of the conversation with k steps,
+    stripped, plus "\n\n" for 0 < k < n, less 2; beta * (log pi - log pi_ref) per token,
+    masked before boundary 0, summed, gathered at boundaries 1..n (clamped to the end).
+    (The script tokenises with apply_chat_template(tokenize=True): the rendered text
+    without special tokens added.)"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(policy)
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": problem},
-         {"role": "assistant", "content": "\n\n".join(steps)}], tokenize=False)
-    ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
-    start = text.index("\n\n".join(steps))
-    ends = [start + len("\n\n".join(steps[: k + 1])) for k in range(len(steps))]
-    cuts = [len(tokenizer(text[:c], add_special_tokens=False)["input_ids"])
-            for c in [start, *ends]]
+    answer = [f"Step {i + 1}: " + step for i, step in enumerate(steps)]
+
+    def conversation(k):
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": problem},
+             {"role": "assistant", "content": "\n\n".join(answer[:k])}],
+            tokenize=False, add_generation_prompt=False)
+
+    ids = torch.tensor([tokenizer(conversation(len(answer)), add_special_tokens=False)["input_ids"]])
+    step_last_tokens = []
+    for k in range(len(answer) + 1):
+        conv = conversation(k).strip()
+        if k != 0 and k != len(answer):
+            conv += "\n\n"
+        step_last_tokens.append(len(tokenizer.encode(conv, add_special_tokens=False)) - 2)
 
     def logps(folder):
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         with torch.no_grad():
-            logits = model(ids).logits[0, :-1].log_softmax(-1)
-        return logits.gather(-1, ids[0, 1:, None]).squeeze(-1)
+            logits = model(ids).logits[:, :-1].log_softmax(-1)
+        return logits.gather(2, ids[:, 1:, None]).squeeze(2)[0]
 
-    ratio = logps(policy) - logps(reference)  # ratio[i - 1] is token i's
-    return [beta * ratio[a - 1:b - 1].sum().item() for a, b in zip(cuts, cuts[1:])]
+    raw = logps(policy) - logps(reference)
+    mask = torch.zeros(ids.shape[1] - 1)
+    mask[step_last_tokens[0]:] = 1.0
+    csum = (beta * raw * mask).cumsum(-1)
+    index = torch.tensor(step_last_tokens[1:]).clamp(0, ids.shape[1] - 2)
+    return csum[index].tolist()
+
+
+SKYWORK_MODELING = 'raise RuntimeError("the checkpoint\'s remote code ran")\n'
+
+
+def skywork_prm(folder: Path) -> Path:
+    """Skywork-o1-Open-PRM-Qwen-2.5: config.json names Qwen2ForPrmModel (custom code, which
+    here raises if run), one pytorch_model.bin with model.*, lm_head.weight and the value
+    head v_head.summary.weight / .bias; Qwen's tokens with a BOS token."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = byte_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"], "<|endoftext|>",
+                   "<|im_end|>", "<|endoftext|>", QWEN_TEMPLATE)
+    config = small(Qwen2Config, tok, pad_token_id=tok.pad_token_id,
+                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                   initializer_range=0.1)
+    torch.manual_seed(8)
+    state = Qwen2ForCausalLM(config).state_dict()
+    state["v_head.summary.weight"] = torch.randn(1, config.hidden_size)
+    state["v_head.summary.bias"] = torch.randn(1)
+    torch.save(state, folder / "pytorch_model.bin")
+    cfg = config.to_dict() | {"architectures": ["Qwen2ForPrmModel"],
+                              "auto_map": {"AutoModel": "modeling_prm.Qwen2ForPrmModel"}}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "modeling_prm.py").write_text(SKYWORK_MODELING)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def skywork_card_scores(folder, problem, steps) -> list[float]:
+    """SkyworkAI/skywork-o1-prm-inference: prepare_input(problem, "\n".join(steps),
+    step_token="\n") (BOS + problem + "\n" encoded, then each line encoded alone, an empty
+    line as nothing, each followed by encode("\n")[-1], flagged), PRM_MODEL's forward
+    (the value head on the causal LM's last hidden state, sigmoid) and derive_step_rewards:
+    one value per line of the response."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    state = torch.load(Path(folder) / "pytorch_model.bin", weights_only=True)
+    v_head = torch.nn.Linear(model.config.hidden_size, 1)
+    v_head.load_state_dict({"weight": state["v_head.summary.weight"],
+                            "bias": state["v_head.summary.bias"]})
+    input_ids = tokenizer.encode(tokenizer.bos_token + problem + "\n")
+    flags = [0] * len(input_ids)
+    step_token_id = tokenizer.encode("\n")[-1]
+    for line in "\n".join(steps).split("\n"):
+        line_ids = (tokenizer.encode(line) if line != "" else []) + [step_token_id]
+        input_ids += line_ids
+        flags += [0] * (len(line_ids) - 1) + [1]
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([input_ids]), output_hidden_states=True)
+        values = torch.sigmoid(v_head(out.hidden_states[-1].float()).squeeze(-1))[0]
+    return [values[i].item() for i, f in enumerate(flags) if f == 1]

@@ -3,12 +3,16 @@ random replicas (tests/published_replicas.py) scored by prmkit and by each model
 own procedure, and the same solution through `prmkit score`, the Scorer API, search and
 the ProcessBench evaluator."""
 
+import itertools
 import json
+import math
+from pathlib import Path
 
 import pytest
 import torch
 from published_replicas import (
     PROBLEM,
+    QWEN_SYSTEM,
     STEPS,
     implicit_card_rewards,
     implicit_prm,
@@ -18,12 +22,15 @@ from published_replicas import (
     rlhflow,
     rlhflow_card_scores,
     shepherd_card_scores,
+    skywork_card_scores,
+    skywork_prm,
 )
 from search_fakes import FakePrompts, TreeSampler
 
 from prmkit.cli import main
 from prmkit.errors import PrmkitError
 from prmkit.models.family import builtin_specs, load_spec
+from prmkit.models.formatting import StepFormat
 from prmkit.models.reward_model import StepRewardModel
 from prmkit.scoring import Scorer
 
@@ -34,9 +41,7 @@ def eurus_replica(folder):
     """The implicit family's built-in spec with the replica's reference and a larger beta."""
     policy, reference = implicit_prm(folder)
     spec = folder / "eurus.yaml"
-    spec.write_text(open(load_spec("eurus-prm").source).read()
-                    .replace("reference: Qwen/Qwen2.5-Math-7B-Instruct", f"reference: {reference}")
-                    .replace("beta: 0.001", f"beta: {IMPLICIT_BETA}"))
+    spec.write_text(f"base: eurus-prm\nlabel: {{reference: {reference}, beta: {IMPLICIT_BETA}}}\n")
     FAMILIES["eurus-prm"] = (eurus_replica, {"format": str(spec)})
     CLI_FLAGS["eurus-prm"] = ["--format", str(spec)]
     return policy
@@ -47,9 +52,10 @@ FAMILIES = {  # name -> (builder, load options)
     "math-shepherd": (math_shepherd, {"format": "math-shepherd"}),
     "rlhflow": (rlhflow, {"format": "rlhflow"}),
     "eurus-prm": (eurus_replica, None),  # the spec file is written with the replica
+    "skywork-prm": (skywork_prm, {}),  # detected from config.json (Qwen2ForPrmModel)
 }
 CLI_FLAGS = {"qwen2.5-math-prm": ["--trust-remote-code"], "math-shepherd": ["--format",
-             "math-shepherd"], "rlhflow": ["--format", "rlhflow"]}
+             "math-shepherd"], "rlhflow": ["--format", "rlhflow"], "skywork-prm": []}
 
 
 @pytest.fixture(scope="module")
@@ -108,33 +114,154 @@ def test_rlhflow_label_is_read_before_each_assistant_plus(replicas):
     assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
 
 
-def test_implicit_prm_step_reward_is_beta_log_ratio_summed_over_the_step(replicas):
-    import math
-
-    folder = replicas["eurus-prm"]
-    spec = FAMILIES["eurus-prm"][1]["format"]
-    rewards = implicit_card_rewards(folder, load_spec(spec).reference, PROBLEM, STEPS,
-                                    IMPLICIT_BETA)
-    scorer = fp32_scorer(folder, format=spec)
-    want = [1 / (1 + math.exp(-r)) for r in rewards]
-    assert scorer.score([(PROBLEM, STEPS)])[0] == pytest.approx(want, abs=1e-5)
-    # a prefix's step rewards do not depend on the steps after it
-    assert scorer.score([(PROBLEM, STEPS[:2])])[0] == pytest.approx(want[:2], abs=1e-5)
-    assert scorer.encode(PROBLEM, STEPS).slots == [-1, 0, 1, 2]  # the anchor scores nothing
+def sigmoid(values):
+    return [1 / (1 + math.exp(-v)) for v in values]
 
 
-def test_step_cut_by_max_length_scores_none_as_for_prmkit_models(replicas):
-    scorer = fp32_scorer(replicas["math-shepherd"], format="math-shepherd")
-    enc = scorer.encode(PROBLEM, STEPS)
-    scorer.encoder.fmt = type(scorer.encoder.fmt)(max_length=enc.label_positions[1] + 1)
-    full = fp32_scorer(replicas["math-shepherd"], format="math-shepherd").score([(PROBLEM, STEPS)])
+def at_step_ends(values, steps, inside):
+    """Per step, the authors' value at the marker that ends it: their code reads one at
+    every marker, also at the `inside(step)` markers a step's own text holds."""
+    ends = list(itertools.accumulate(inside(s) + 1 for s in steps))
+    return [values[e - 1] for e in ends]
+
+
+def authors_scores(family, folder, problem, steps):
+    """P(correct) per step as each family's authors' code computes it (published_replicas)."""
+    if family == "qwen2.5-math-prm":
+        return at_step_ends(qwen_card_scores(folder, problem, steps)[0], steps,
+                            lambda s: s.count("<extra_0>"))
+    if family == "math-shepherd":
+        return at_step_ends(shepherd_card_scores(folder, problem, steps)[0], steps,
+                            lambda s: s.count(" ки"))
+    if family == "rlhflow":
+        return rlhflow_card_scores(folder, problem, steps)
+    if family == "eurus-prm":
+        reference = load_spec(FAMILIES[family][1]["format"]).reference
+        return sigmoid(implicit_card_rewards(folder, reference, problem, steps, IMPLICIT_BETA))
+    return at_step_ends(skywork_card_scores(folder, problem, steps), steps,
+                        lambda s: s.count("\n"))
+
+
+MARKER_INSIDE = {  # a step holding the family's separator or label marker
+    "qwen2.5-math-prm": "Compute 3 * 4<extra_0> = 12.",
+    "math-shepherd": "Compute 3 * 4 ки = 12.",
+    "rlhflow": "+ Compute 3 * 4 = 12. +",
+    "eurus-prm": "Compute 3 * 4\n\nStep 9: = 12.",
+    "skywork-prm": "Compute 3 * 4\n= 12.\n\nThen 12 - 5 = 7.",
+}
+CHAT = ("qwen2.5-math-prm", "rlhflow", "eurus-prm")
+SYSTEM_TEXT = {"rlhflow": "Cutting Knowledge Date: December 2023"}
+CASES = {
+    "ordinary_solution": lambda f: (PROBLEM, STEPS),
+    "steps_and_problem_with_surrounding_whitespace": lambda f: (
+        "  " + PROBLEM + " \n", ["  " + STEPS[0] + "  ", "\t" + STEPS[1] + "\n", STEPS[2]]),
+    "braces_and_placeholders_in_the_problem": lambda f: (
+        "Find {steps}, {problem}, {step} {n} {bos} {{x}} and \\boxed{7}.", STEPS),
+    "marker_or_separator_inside_a_step": lambda f: (PROBLEM, [MARKER_INSIDE[f], *STEPS[1:]]),
+    "empty_step": lambda f: (PROBLEM, [STEPS[0], "", STEPS[2]]),
+    "problem_repeated_in_the_system_prompt": lambda f: (
+        SYSTEM_TEXT.get(f, QWEN_SYSTEM), [SYSTEM_TEXT.get(f, QWEN_SYSTEM), *STEPS[1:]]),
+}
+
+
+@pytest.fixture(scope="module")
+def scorers(replicas):
+    return {family: fp32_scorer(replicas[family], **FAMILIES[family][1]) for family in FAMILIES}
+
+
+@pytest.mark.parametrize("family, case", [
+    (f, c) for f in FAMILIES for c in CASES
+    if f in CHAT or c != "problem_repeated_in_the_system_prompt"])  # text formats have none
+def test_family_reads_as_its_authors_code(replicas, scorers, family, case):
+    """prmkit's step probabilities against each family's authors' code (written from it in
+    published_replicas, not from prmkit's formatting), fp32, case by case."""
+    problem, steps = CASES[case](family)
+    want = authors_scores(family, replicas[family], problem, steps)
+    assert len(want) == len(steps)
+    assert scorers[family].score([(problem, steps)])[0] == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_input_beyond_the_maximum_length_scores_the_steps_that_fit(replicas, family):
+    """A step whose label falls past max_length scores None; the steps before it keep the
+    authors' values on the whole input (causal attention)."""
+    scorer = fp32_scorer(replicas[family], **FAMILIES[family][1])
+    positions = scorer.encode(PROBLEM, STEPS).label_positions
+    scorer.encoder.fmt = StepFormat(max_length=positions[-2] + 1)
     got = scorer.score([(PROBLEM, STEPS)])[0]
-    assert got[:2] == pytest.approx(full[0][:2], abs=1e-5) and got[2] is None
+    want = authors_scores(family, replicas[family], PROBLEM, STEPS)
+    assert got[:2] == pytest.approx(want[:2], abs=1e-4) and got[2] is None
+
+
+def test_eurus_prm_is_the_cumulative_reward_and_eurus_prm_step_its_increments(replicas):
+    """EurusPRM's authors read sigmoid of the running sum from the response's start; PRIME's
+    dense RL reward (eurus-prm-step) is each step's own increment between the same
+    boundaries. The two order the steps differently, hence other first errors."""
+    folder, spec = replicas["eurus-prm"], FAMILIES["eurus-prm"][1]["format"]
+    running = implicit_card_rewards(folder, load_spec(spec).reference, PROBLEM, STEPS,
+                                    IMPLICIT_BETA)
+    step_spec = Path(spec).with_name("eurus-step.yaml")
+    step_spec.write_text(Path(spec).read_text().replace("base: eurus-prm", "base: eurus-prm-step"))
+    increments = fp32_scorer(folder, format=str(step_spec)).score([(PROBLEM, STEPS)])[0]
+    steps = [b - a for a, b in zip([0.0, *running], running)]
+    assert increments == pytest.approx(sigmoid(steps), abs=1e-5)
+    cumulative = fp32_scorer(folder, format=spec)
+    assert cumulative.score([(PROBLEM, STEPS)])[0] == pytest.approx(sigmoid(running), abs=1e-5)
+    assert cumulative.encode(PROBLEM, STEPS).slots == [-1, 0, 1, 2]  # the anchor scores nothing
+    assert load_spec("eurus-prm-step").reward == "step"
+    assert load_spec("eurus-prm").layout.step == "Step {n}: {step}"
 
 
 def test_qwen_remote_code_runs_only_when_the_user_says_so(replicas):
     with pytest.raises(PrmkitError, match="remote code.*--trust-remote-code"):
         StepRewardModel.from_pretrained(replicas["qwen2.5-math-prm"])
+
+
+def test_skywork_prm_loads_from_its_folder_without_running_its_code(replicas):
+    """Qwen2ForPrmModel is detected from config.json and read without its remote code (the
+    replica's modeling file raises if run): the base model and the v_head from the
+    checkpoint, a step of several lines read at its last line's "\n"."""
+    model = StepRewardModel.from_pretrained(replicas["skywork-prm"])
+    assert model.config.family == "skywork-prm" and type(model.backbone).__name__ == "Qwen2Model"
+    enc = model.encoder.encode(PROBLEM, ["a\nb", "c"])
+    newline = model.tokenizer.encode("\n")[-1]
+    assert enc.input_ids[0] == model.tokenizer.bos_token_id
+    assert [enc.input_ids[p] for p in enc.label_positions] == [newline, newline]
+    assert enc.input_ids.count(newline) == PROBLEM.count("\n") + 4  # problem, a, b, c
+
+
+def test_skywork_prm_by_hub_id_from_the_cache(replicas, tmp_path, monkeypatch):
+    import shutil
+
+    import huggingface_hub.constants
+    from test_hub_data import cached_repo
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    repo = "Skywork/Skywork-o1-Open-PRM-Qwen-2.5-1.5B"
+    snapshot = cached_repo(tmp_path / "hub", repo, {}, "models")
+    shutil.copytree(replicas["skywork-prm"], snapshot, dirs_exist_ok=True)
+    by_id = fp32_scorer(repo)
+    assert by_id.record("min")["format"] == "skywork-prm"
+    assert by_id.score([(PROBLEM, STEPS)]) == fp32_scorer(replicas["skywork-prm"]).score(
+        [(PROBLEM, STEPS)])
+
+
+def test_skywork_prm_with_a_misnamed_value_head_is_refused(replicas, tmp_path):
+    """The authors' loader takes the head with strict=False, so a head saved under another
+    name stays random there; prmkit refuses the folder, naming the keys it found."""
+    import shutil
+
+    folder = tmp_path / "skywork"
+    shutil.copytree(replicas["skywork-prm"], folder)
+    state = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    state["score.weight"] = state.pop("v_head.summary.weight")
+    torch.save(state, folder / "pytorch_model.bin")
+    with pytest.raises(PrmkitError, match=r"format 'skywork-prm' reads its value head from "
+                                          r"v_head.summary.weight \[1, 32\], but it has no "
+                                          r"v_head.summary.weight \(keys outside the base "
+                                          r"model: score.weight, v_head.summary.bias\)"):
+        StepRewardModel.from_pretrained(folder)
 
 
 def test_qwen_is_detected_from_config_json(replicas):
@@ -144,7 +271,8 @@ def test_qwen_is_detected_from_config_json(replicas):
 
 def test_plain_causal_lm_without_format_asks_for_one(replicas):
     with pytest.raises(PrmkitError, match=r"not a reward model prmkit knows.*MistralForCausalLM"
-                                          r".*--format \(eurus-prm, math-shepherd, rlhflow\)"):
+                                          r".*--format \(eurus-prm, eurus-prm-step, math-shepherd, "
+                                          r"rlhflow\)"):
         StepRewardModel.from_pretrained(replicas["math-shepherd"])
 
 
@@ -257,6 +385,12 @@ def test_a_spec_file_adds_a_family_without_code(replicas, tmp_path):
      "followed by label.marker"),
     ('name: x\nlabel: {marker: "\\n\\n", read: lm_tokens}\n', "label.tokens: 2 or 3"),
     ("name: [x\n", "not a valid spec file"),
+    ("base: eurus\nname: x\n", "base 'eurus' is neither a built-in family nor a spec file"),
+    ("base: bad.yaml\nname: x\n", "base 'bad.yaml' is neither .* names this spec again"),
+    ("base: eurus-prm\nname: x\nlabel: {reward: total}\n", "label.reward must be one of"),
+    ("name: x\nprompt: {kind: chat, messages: [{role: user, content: '{problem} {steps}'}, "
+     "{role: assistant, content: ok}]}\nlabel: {marker: ok}\n", "{steps} once, in the last "
+     "message's content"),
 ])
 def test_bad_spec_file_names_the_file_and_the_field(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
@@ -291,8 +425,8 @@ def test_score_cli_scorer_search_and_processbench_agree(replicas, family, tmp_pa
                          progress=False)
     candidates = [c for c in results[0].candidates if c.steps]
     assert candidates
-    for c in candidates:
-        assert c.step_scores == scorer.score([(PROBLEM, c.steps)])[0]
+    for c in candidates:  # alone or beside others: equal up to the rounding of padded rows
+        assert c.step_scores == pytest.approx(scorer.score([(PROBLEM, c.steps)])[0], abs=1e-6)
 
     bench = tmp_path / "pb"
     bench.mkdir()
@@ -327,7 +461,7 @@ def test_eval_steps_scores_a_published_prm_with_the_scorer(replicas, tmp_path):
     data = tmp_path / "labelled.json"
     write_processbench([ProcessBenchItem(f"p{i}", f"{PROBLEM} ({i})", s, label=y)
                         for i, (s, y) in enumerate(solutions)], data)
-    scorer = Scorer(StepRewardModel.from_pretrained(folder, **load), dtype="bf16")  # as eval
+    scorer = Scorer(StepRewardModel.from_pretrained(folder, **load), dtype="auto")  # as eval
     scores = scorer.score([(f"{PROBLEM} ({i})", s) for i, (s, _) in enumerate(solutions)])
     preds = tmp_path / "preds.jsonl"
     with preds.open("w") as f:

@@ -1,11 +1,13 @@
 """Published PRM families as format specs (YAML or JSON), not code.
 
 A spec says how a family formats a solution (`prompt`: a plain text template, the
-tokenizer's chat template over messages, or one chat turn per step), which token carries
-each step's label (`label.marker`, read at the marker's last token or at the token before
-it) and how P(correct) is read there (`label.read`: the model's own per-token class
-logits, or the LM head's logits over a pair of label tokens). The built-in families are
-the specs in prmkit/models/specs/; a user adds one by passing a spec file as `--format`.
+tokenizer's chat template over messages, one chat turn per step, or every line tokenised
+on its own), which token carries each step's label (`label.marker`, read at the marker's
+last token or at the token before it) and how P(correct) is read there (`label.read`: the
+model's own per-token class logits, the LM head's logits over a pair of label tokens, a
+value head's sigmoid, or an implicit PRM's log-likelihood ratio). The built-in families
+are the specs in prmkit/models/specs/; a user adds one by passing a spec file as
+`--format`, which may start from another spec (`base: eurus-prm`) and change some fields.
 
     spec = load_spec("qwen2.5-math-prm")           # or load_spec("my_family.yaml")
     spec = detect_spec(folder)                     # from config.json, where unambiguous
@@ -21,17 +23,20 @@ from pathlib import Path
 
 from prmkit.errors import PrmkitError
 
-PROMPT_KINDS = ("text", "chat", "chat_turns")
+PROMPT_KINDS = ("text", "chat", "chat_turns", "lines")
 LABEL_AT = ("marker", "before_marker", "step_end")
-READS = ("classes", "lm_tokens", "implicit")
+READS = ("classes", "lm_tokens", "implicit", "value_head")
+IMPLICIT_REWARDS = ("cumulative", "step")
 
 
 @dataclass(frozen=True)
 class SolutionLayout:
-    """How (problem, steps) becomes text, and where each step's label sits."""
+    """How (problem, steps) becomes text, and where each step's label sits. Templates are
+    filled in one pass (prmkit.models.formatting.fill_template): `{problem}`, `{steps}`,
+    `{step}`, `{n}` (the step's number, from 1) and, kind lines, `{bos}`."""
 
     kind: str = "text"
-    text: str = "{problem}\n\n{steps}"  # kind text
+    text: str = "{problem}\n\n{steps}"  # kind text; kind lines: the prompt
     messages: tuple[tuple[str, str], ...] = ()  # kind chat: (role, content) pairs
     step: str = "{step}\n\n"  # one step as it appears in the text
     step_join: str = ""  # between two steps
@@ -60,7 +65,9 @@ class FamilySpec:
     models: tuple[str, ...] = ()
     source: str = ""  # the file the spec was read from
     reference: str | None = None  # read implicit: the reference model (folder or Hub id)
-    beta: float = 1.0  # read implicit: step reward = beta * sum of log pi/pi_ref
+    beta: float = 1.0  # read implicit: reward = beta * sum of log pi/pi_ref
+    reward: str = "cumulative"  # read implicit: from the response's start, or each step's own
+    head: str = ""  # read value_head: the head's weight prefix in the checkpoint
 
     def matches(self, architecture: str) -> bool:
         return any(fnmatch.fnmatchcase(architecture, p) for p in self.architectures)
@@ -96,21 +103,29 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         step_join=prompt.get("step_join", ""),
         first_step=prompt.get("first_step", SolutionLayout.first_step),
         reply=prompt.get("reply", "+"),
-        add_special_tokens=bool(prompt.get("add_special_tokens", kind == "text")),
+        add_special_tokens=bool(prompt.get("add_special_tokens", kind in ("text", "lines"))),
         marker=label.get("marker", ""), at=label.get("at", "marker"))
     _need(layout.at in LABEL_AT, source, f"label.at must be one of {LABEL_AT}")
     step_end = layout.at == "step_end"  # the label is the step's own last token
     _need(bool(layout.marker) or step_end, source, "label.marker is required (the text "
           "whose token carries each step's label)")
     if kind == "text":
-        _need("{steps}" in layout.text and "{problem}" in layout.text, source,
-              "prompt.text needs {problem} and {steps}")
+        _need(layout.text.count("{steps}") == 1 and "{problem}" in layout.text, source,
+              "prompt.text needs {problem} and {steps} (once)")
     if kind == "chat":
         contents = " ".join(c for _, c in messages)
-        _need("{steps}" in contents and "{problem}" in contents, source,
-              "prompt.messages need {problem} and {steps} in their contents")
-    if kind == "chat_turns" and not step_end:
+        _need(bool(messages) and messages[-1][1].count("{steps}") == 1
+              and contents.count("{steps}") == 1 and "{problem}" in contents, source,
+              "prompt.messages need {problem} in a content and {steps} once, in the last "
+              "message's content")
+    if kind == "lines":
+        _need("{problem}" in layout.text and layout.at == "marker", source, "prompt.kind "
+              "lines needs {problem} in prompt.text and label.at marker (the marker ends "
+              "every line)")
+    elif kind == "chat_turns" and not step_end:
         _need(layout.marker in layout.reply, source, "label.marker must be in prompt.reply")
+    elif kind == "chat_turns":
+        raise PrmkitError(f"{source}: label.at step_end needs prompt.kind text or chat")
     elif step_end:
         _need("{step}" in layout.step, source, "prompt.step needs {step}")
     else:
@@ -123,8 +138,14 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
     if read == "lm_tokens":
         _need(len(tokens) in (2, 3), source, "label.tokens: 2 or 3 label tokens, correct first")
     if read == "implicit":
-        _need(step_end and bool(label.get("reference")), source, "label.read implicit needs "
-              "label.at step_end and label.reference (the reference model)")
+        _need(step_end and kind == "chat" and bool(label.get("reference")), source,
+              "label.read implicit needs prompt.kind chat, label.at step_end and "
+              "label.reference (the reference model)")
+    reward = label.get("reward", "cumulative")
+    _need(reward in IMPLICIT_REWARDS, source, f"label.reward must be one of {IMPLICIT_REWARDS}")
+    if read == "value_head":
+        _need(bool(label.get("head")), source, "label.read value_head needs label.head (the "
+              "head's weight prefix in the checkpoint, e.g. v_head.summary)")
     correct = int(label.get("correct_class", 0))
     _need(0 <= correct < num_classes, source, f"label.correct_class {correct} is not a class "
           f"of {num_classes}")
@@ -135,10 +156,12 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         split_on=d.get("split_on", "\n\n"), aggregation=d.get("aggregation", "min"),
         max_length=int(d.get("max_length", 4096)), description=d.get("description", ""),
         models=tuple(d.get("models", ())), source=source, reference=label.get("reference"),
-        beta=float(label.get("beta", 1.0)))
+        beta=float(label.get("beta", 1.0)), reward=reward, head=label.get("head", ""))
 
 
-def _read_spec_file(path: Path) -> FamilySpec:
+def _spec_dict(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A spec file's fields, over those of its `base` (a built-in name or a file beside it)
+    where it names one: mappings merged key by key, anything else replaced."""
     text = path.read_text()
     try:
         if path.suffix == ".json":
@@ -149,12 +172,34 @@ def _read_spec_file(path: Path) -> FamilySpec:
             d = yaml.safe_load(text)
     except Exception as e:  # yaml and json errors carry the line
         raise PrmkitError(f"{path}: not a valid spec file: {e}") from None
-    return spec_from_dict(d, str(path))
+    if not isinstance(d, dict) or "base" not in d:
+        return d
+    base = _builtin_folder() / f"{d['base']}.yaml"
+    if not base.is_file():
+        base = path.parent / str(d["base"])
+    _need(base.is_file() and base not in seen, str(path), f"base {d['base']!r} is neither a "
+          "built-in family nor a spec file (or names this spec again)")
+    return _merged(_spec_dict(base, (*seen, path)), {k: v for k, v in d.items() if k != "base"})
+
+
+def _merged(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(base[k], v) if isinstance(v, dict) and isinstance(
+            base.get(k), dict) else v
+    return out
+
+
+def _read_spec_file(path: Path) -> FamilySpec:
+    return spec_from_dict(_spec_dict(path), str(path))
+
+
+def _builtin_folder() -> Path:
+    return Path(str(resources.files("prmkit.models") / "specs"))
 
 
 def builtin_specs() -> dict[str, FamilySpec]:
-    folder = resources.files("prmkit.models") / "specs"
-    specs = [_read_spec_file(Path(str(f))) for f in folder.iterdir() if f.name.endswith(".yaml")]
+    specs = [_read_spec_file(f) for f in _builtin_folder().iterdir() if f.suffix == ".yaml"]
     return {s.name: s for s in sorted(specs, key=lambda s: s.name)}
 
 
@@ -217,6 +262,7 @@ def detect_spec(folder: str | Path, hf_config: dict | None = None) -> FamilySpec
     raise PrmkitError(
         f"{folder} is not a prmkit model folder (prmkit_config.json is missing), and its "
         f"published format cannot be told from config.json ({arch}): pass {formats}")
+
 
 def hub_repo_of(folder: str | Path) -> str | None:
     """OWNER/NAME of a Hub cache snapshot folder (.../models--OWNER--NAME/snapshots/C)."""

@@ -6,7 +6,8 @@ segment: the prompt, then each step followed by the step separator. The label of
 step i is read at the LAST token of the separator that follows it. Segments are
 tokenised independently and concatenated, which makes the encoding of a prefix a
 prefix of the encoding (what tree packing relies on) and means a separator that also
-appears inside a step's text never receives a label.
+appears inside a step's text never receives a label. A published family's own layout
+(its model card's formatting) is prmkit.models.layouts, on the same templates.
 """
 
 from __future__ import annotations
@@ -33,25 +34,25 @@ class StepFormat:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-_TEMPLATE_PARTS = re.compile(r"\{problem\}|\{\{|\}\}")
+def fill_template(template: str, **values: str) -> str:
+    """`template` with each `{name}` of `values` replaced, in one pass: text put in place of
+    one placeholder is never read as a template (a problem holding "{steps}" stays as it
+    is). Every other brace is literal, so `\\boxed{}` needs no escaping (`{{` and `}}` still
+    give one brace, as in str.format)."""
+    names = [re.escape("{" + k + "}") for k in values]
+    pattern = re.compile("|".join([*names, r"\{\{", r"\}\}"]))
+
+    def part(m: re.Match) -> str:
+        return m[0][0] if m[0] in ("{{", "}}") else values[m[0][1:-1]]
+
+    return pattern.sub(part, template)
 
 
 def render_prompt(template: str, problem: str) -> str:
-    """Put the problem in place of `{problem}`; every other brace is literal text, so
-    `\\boxed{}` needs no escaping (`{{` and `}}` still give one brace, as in str.format)."""
-    found = False
-
-    def part(m: re.Match) -> str:
-        nonlocal found
-        if m[0] == "{problem}":
-            found = True
-            return problem
-        return m[0][0]
-
-    text = _TEMPLATE_PARTS.sub(part, template)
-    if not found:
+    """Put the problem in place of `{problem}` (see fill_template)."""
+    if "{problem}" not in re.sub(r"\{\{|\}\}", "", template):
         raise PrmkitError(f"prompt_template {template!r} has no {{problem}} placeholder")
-    return text
+    return fill_template(template, problem=problem)
 
 
 ANSWER_HEADING = "# Answer"
@@ -162,119 +163,3 @@ def resolve_label_token_ids(tokenizer, label_tokens: tuple[str, ...]) -> list[in
     if len(set(ids)) != len(ids):
         raise PrmkitError(f"label tokens {label_tokens} map to the same token id")
     return ids
-
-
-class LayoutEncoder:
-    """Encodes a solution as a published family's model card does (see
-    prmkit.models.family): the whole text is rendered, then tokenised in one go, and each
-    step's label position is the token holding the label marker that follows the step
-    (its last character; with `at: before_marker`, the token before the marker's first).
-    Not prefix-stable (the whole text is tokenised at once), so it offers no `step_ids`.
-    anchor: also give the token before the first step, as step index -1 (an implicit
-    PRM's step rewards sum the tokens after it).
-    """
-
-    prefix_stable = False
-
-    def __init__(self, tokenizer, layout, fmt: StepFormat, anchor: bool = False):
-        if not getattr(tokenizer, "is_fast", False):
-            raise PrmkitError("a published format needs a fast tokenizer (character offsets)")
-        if layout.kind != "text" and not getattr(tokenizer, "chat_template", None):
-            raise PrmkitError(f"format kind {layout.kind!r} needs the tokenizer's chat "
-                              "template, and this tokenizer has none")
-        self.tokenizer, self.layout, self.fmt, self.anchor = tokenizer, layout, fmt, anchor
-        self.prompt_ids = lru_cache(maxsize=4096)(self._prompt_ids)
-
-    def _fill(self, template: str, **values: str) -> str:
-        for key, value in values.items():
-            template = template.replace("{" + key + "}", value)
-        return template
-
-    def render(self, problem: str, steps) -> tuple[str, list[int], int]:
-        """The text, per step the character index of its label token, and the first
-        step's first character."""
-        lay = self.layout
-        problem = problem.strip()
-        steps = [s.strip() for s in steps]
-        if lay.kind == "chat_turns":
-            return self._render_turns(problem, steps)
-        pre, post = lay.step.split("{step}", 1)
-        body, chars, first = "", [], len(pre)
-        for i, step in enumerate(steps):
-            body += (lay.step_join if i else "") + pre + step
-            chars.append(len(body) - 1 if lay.at == "step_end"
-                         else len(body) + post.index(lay.marker) + self._marker_char())
-            body += post
-        if lay.kind == "text":
-            head = self._fill(lay.text.split("{steps}", 1)[0], problem=problem)
-            text = head + body + self._fill(lay.text.split("{steps}", 1)[1], problem=problem)
-            offset = len(head)
-        else:
-            messages = [{"role": r, "content": self._fill(c, problem=problem, steps=body)}
-                        for r, c in lay.messages]
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False)
-            offset = text.find(body, text.find(problem) + len(problem)) if body else 0
-            if offset < 0:
-                raise PrmkitError("the chat template changed the steps' text; cannot place "
-                                  "the labels")
-        return text, [offset + c for c in chars], offset + first
-
-    def _marker_char(self) -> int:
-        return len(self.layout.marker) - 1 if self.layout.at == "marker" else 0
-
-    def _render_turns(self, problem: str, steps: list[str]) -> tuple[str, list[int]]:
-        lay = self.layout
-        contents = [self._fill(lay.first_step if i == 0 else lay.step, problem=problem, step=s)
-                    for i, s in enumerate(steps)]
-        messages = []
-        for content in contents:
-            messages += [{"role": "user", "content": content},
-                         {"role": "assistant", "content": lay.reply}]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False)
-        chars, cursor, first = [], 0, None
-        for i, content in enumerate(contents):
-            at = text.find(content, cursor)
-            reply = text.find(lay.reply, at + len(content)) if at >= 0 else -1
-            if reply < 0:
-                raise PrmkitError("the chat template changed a step's text; cannot place "
-                                  "its label")
-            if first is None:
-                first = text.find(steps[0], at) if i == 0 else at
-            if lay.at == "step_end":
-                chars.append(at + len(content) - 1)
-            else:
-                chars.append(reply + lay.reply.index(lay.marker) + self._marker_char())
-            cursor = reply + len(lay.reply)
-        return text, chars, first
-
-    def _tokens(self, text: str):
-        return self.tokenizer(text, add_special_tokens=self.layout.add_special_tokens)
-
-    def _prompt_ids(self, problem: str) -> tuple[int, ...]:
-        """The tokens before the first step's text (for the prompt-length check)."""
-        text, _, first = self.render(problem, ["x"])
-        enc = self._tokens(text)
-        return tuple(enc["input_ids"][: enc.char_to_token(first)])
-
-    def encode(self, problem: str, steps) -> EncodedSolution:
-        """Whole-text encoding; steps whose label falls past max_length get none."""
-        if not steps:
-            return EncodedSolution(list(self.prompt_ids(problem)), [], [])
-        text, chars, first = self.render(problem, steps)
-        enc = self._tokens(text)
-        positions, indices = [], []
-        if self.anchor:
-            positions, indices = [enc.char_to_token(first) - 1], [-1]
-        for i, c in enumerate(chars):
-            tok = enc.char_to_token(c)
-            if tok is None:
-                raise PrmkitError(f"the label marker {self.layout.marker!r} of step {i} maps "
-                                  "to no token")
-            if self.layout.at == "before_marker":
-                tok -= 1
-            if tok >= self.fmt.max_length:
-                break
-            positions.append(tok)
-            indices.append(i)
-        ids = list(enc["input_ids"])
-        return EncodedSolution(ids[: self.fmt.max_length], positions, indices)

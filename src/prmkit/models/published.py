@@ -1,14 +1,17 @@
 """Published PRMs (and token-classification exports) as `StepRewardModel`s.
 
 A folder without prmkit_config.json is read through its family's format spec
-(prmkit.models.family): the spec's `LayoutEncoder` formats solutions as the family's
-model card does, and `forward` returns class logits at the label positions with the
-correct class first, so the Scorer, search, evaluation and labelling use it as any
-prmkit model. `read: lm_tokens` uses the LM head's rows of the label tokens (the token
-formulation); `read: classes` runs the model's own forward (its per-token class logits:
-a `*ForTokenClassification`, or remote code such as Qwen2ForProcessRewardModel);
-`read: implicit` (PRIME / EurusPRM) runs the model and its reference: a step's reward is
-r = beta * sum over the step's tokens of log pi/pi_ref, and P(correct) = sigmoid(r).
+(prmkit.models.family): the spec's layout (prmkit.models.layouts) formats solutions as
+the family's authors' code does, and `forward` returns class logits at the label
+positions with the correct class first, so the Scorer, search, evaluation and labelling
+use it as any prmkit model. `read: lm_tokens` uses the LM head's rows of the label tokens
+(the token formulation); `read: classes` runs the model's own forward (its per-token class
+logits: a `*ForTokenClassification`, or remote code such as Qwen2ForProcessRewardModel);
+`read: value_head` runs the base model and a Linear(hidden, 1) head read from the
+checkpoint (Skywork-o1-Open-PRM), P(correct) = sigmoid; `read: implicit` (PRIME /
+EurusPRM) runs the model and its reference: r = beta * sum of log pi/pi_ref over the
+response up to a step's boundary (`reward: cumulative`, the authors' reading) or over the
+step alone (`reward: step`, PRIME's dense reward), and P(correct) = sigmoid(r).
 """
 
 from __future__ import annotations
@@ -28,12 +31,8 @@ from prmkit.models.family import (
     load_spec,
     read_hf_config,
 )
-from prmkit.models.formatting import (
-    LayoutEncoder,
-    SegmentEncoder,
-    StepFormat,
-    resolve_label_token_ids,
-)
+from prmkit.models.formatting import SegmentEncoder, StepFormat, resolve_label_token_ids
+from prmkit.models.layouts import layout_encoder
 from prmkit.models.reward_model import StepRewardModel
 
 CLASS_NAMES_CORRECT = ("correct", "positive")
@@ -48,7 +47,7 @@ log = logging.getLogger("prmkit.models")
 
 class PublishedRewardModel(StepRewardModel):
     def __init__(self, backbone, tokenizer, config: RewardModelConfig, spec: FamilySpec,
-                 encoder=None, reference=None):
+                 encoder=None, reference=None, value_head: nn.Linear | None = None):
         nn.Module.__init__(self)
         self.backbone, self.tokenizer, self.config, self.spec = backbone, tokenizer, config, spec
         object.__setattr__(self, "_peft_model", None)
@@ -57,8 +56,8 @@ class PublishedRewardModel(StepRewardModel):
             ids = resolve_label_token_ids(tokenizer, spec.tokens)
             self.register_buffer("label_token_ids", torch.tensor(ids), persistent=False)
         self.reference = reference  # read implicit: the reference causal LM
-        self._encoder = encoder or LayoutEncoder(tokenizer, spec.layout, config.step_format,
-                                                 anchor=spec.read == "implicit")
+        self.value_head = value_head  # read value_head: Linear(hidden, 1), fp32
+        self._encoder = encoder or layout_encoder(tokenizer, spec, config.step_format)
 
     def forward(self, input_ids, label_positions, attention_mask=None, position_ids=None):
         if self.spec.read == "lm_tokens":
@@ -68,14 +67,28 @@ class PublishedRewardModel(StepRewardModel):
                               "(no packed or tree masks)")
         if self.spec.read == "implicit":
             return self._implicit(input_ids, label_positions, attention_mask)
+        if self.spec.read == "value_head":
+            return self._value(input_ids, label_positions, attention_mask)
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
         logits = out.logits if hasattr(out, "logits") else out[0]
         picked = logits[label_positions[:, 0], label_positions[:, 1]].float()
         return picked[:, self.spec.class_order]
 
+    def _value(self, input_ids, label_positions, attention_mask):
+        """Logits [K, 2] = [v, 0] (softmax class 0 = sigmoid(v)): the value head, in fp32,
+        on the final hidden states at the label positions."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask,
+                               use_cache=False).last_hidden_state
+        at = hidden[label_positions[:, 0], label_positions[:, 1]]
+        with torch.autocast(at.device.type, enabled=False):
+            value = self.value_head(at.float()).squeeze(-1)
+        return torch.stack([value, torch.zeros_like(value)], -1)
+
     def _implicit(self, input_ids, label_positions, attention_mask):
         """Logits [K, 2] = [r, 0] (softmax class 0 = sigmoid(r)); each row's first label is
-        its anchor (the token before the first step), where r is 0."""
+        its anchor (the last prompt token), where r is 0. q[j] is beta times the sum of
+        log pi/pi_ref over tokens 1..j; r is q at the label less q at the row's anchor
+        (cumulative) or at the label before it (step)."""
         def token_logps(model):
             logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
             logps = logits[:, :-1].float().log_softmax(-1)
@@ -86,7 +99,12 @@ class PublishedRewardModel(StepRewardModel):
         rows, cols = label_positions[:, 0], label_positions[:, 1]
         at = q[rows, cols]
         same_row = torch.cat([rows.new_zeros(1, dtype=torch.bool), rows[1:] == rows[:-1]])
-        before = torch.where(same_row, torch.cat([at[:1], at[:-1]]), at)
+        if self.spec.reward == "step":
+            before = torch.where(same_row, torch.cat([at[:1], at[:-1]]), at)
+        else:
+            index = torch.arange(len(at), device=at.device)
+            anchor = torch.where(same_row, 0, index).cummax(0).values
+            before = at[anchor]
         reward = at - before
         return torch.stack([reward, torch.zeros_like(reward)], -1)
 
@@ -125,6 +143,8 @@ def _load_backbone(folder: Path, spec: FamilySpec, dtype, trust_remote_code: boo
     kw = {"dtype": dtype or torch.float32, **attn}
     if spec.read in ("lm_tokens", "implicit"):
         return AutoModelForCausalLM.from_pretrained(folder, **kw)
+    if spec.read == "value_head":  # the base model of config.json's model_type, no remote code
+        return AutoModel.from_pretrained(folder, trust_remote_code=False, **kw)
     arch = architecture_of(read_hf_config(folder), folder)
     if arch.endswith("ForTokenClassification"):
         return AutoModelForTokenClassification.from_pretrained(folder, **kw)
@@ -199,8 +219,14 @@ def load_published(folder: str | Path, format: str | None = None, *,
             raise PrmkitError(f"{folder}: the reference model {spec.reference} has another "
                               f"vocabulary ({reference.config.vocab_size} tokens, the model "
                               f"{backbone.config.vocab_size})")
+    value_head = None
+    if spec.read == "value_head":
+        from prmkit.models.checkpoints import read_linear
+
+        value_head = read_linear(folder, spec.head, backbone.config.hidden_size, 1,
+                                 f"format {spec.name!r} reads its value head")
     model = PublishedRewardModel(backbone, tokenizer, published_config(spec), spec,
-                                 reference=reference).eval()
+                                 reference=reference, value_head=value_head).eval()
     if device is not None:
         model.to(device)
     warn_if_not_trained_for(model, folder)
