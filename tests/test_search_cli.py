@@ -209,3 +209,46 @@ def test_failed_search_leaves_no_partial_output_file(folders, tmp_path, monkeypa
     assert main([*argv, "--overwrite"]) == 2
     assert "the generator went away" in capsys.readouterr().err
     assert out.read_text() == "earlier\n"
+
+
+def test_one_problem_key_for_generate_search_and_active_files(folders, tmp_path):
+    """A problem with an empty unique_id or none is named by its text's sha256 alike in
+    generate's samples, search's results and the active loop's problems and samples."""
+    import hashlib
+
+    from active_support import loop_config
+
+    from prmkit.active.loop import run_loop
+
+    rows = [{"problem": "What is 2+3?", "answer": "5", "unique_id": ""},
+            {"problem": "What is 1+1?", "answer": "2"},
+            {"problem": "What is 3+3?", "answer": "6", "unique_id": "c"}]
+    problems = tmp_path / "keys.jsonl"
+    problems.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    keys = ["sha256:" + hashlib.sha256(r["problem"].encode()).hexdigest()[:16]
+            for r in rows[:2]] + ["c"]
+
+    samples = tmp_path / "samples.jsonl"
+    assert main(["generate", "--model", str(folders / "gen"), "--problems", str(problems),
+                 "--n", "1", "--max-tokens", "4", "--no-progress", "-o", str(samples)]) == 0
+    assert [r["unique_id"] for r in lines(samples)] == keys
+
+    results = tmp_path / "results.jsonl"
+    argv = search_argv(folders, results, "--approach", "best_of_n", "--n", "1")
+    argv[argv.index("--problems") + 1] = str(problems)
+    assert main(argv) == 0
+    assert [r["id"] for r in lines(results)] == keys
+
+    class Sampled(Exception):
+        pass
+
+    def stop(generation, step):
+        if step == "sample":
+            raise Sampled
+
+    config = loop_config(tmp_path, folders / "gen", problems,
+                         generator={"samples_per_problem": 1, "max_tokens": 4})
+    with pytest.raises(Sampled):
+        run_loop(config, after_step=stop)
+    for name in ("problems.jsonl", "samples.jsonl"):
+        assert [r["unique_id"] for r in lines(tmp_path / "run" / "gen_0" / name)] == keys

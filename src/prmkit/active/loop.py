@@ -184,8 +184,9 @@ class ActiveLoop:
 
     # ---- steps: each returns (files written in gen_<g>/, counts) --------------------------
     def _sample(self, g: int):
+        from prmkit.data.math_problems import problem_key, read_problems
         from prmkit.generation import SamplingParams
-        from prmkit.generation.files import generate_file, read_problems
+        from prmkit.generation.files import generate_file
 
         c, d = self.config, self._gen_dir(g)
         problems = read_problems(c.problems, c.problem_limit)
@@ -193,8 +194,8 @@ class ActiveLoop:
             k = c.problems_per_generation
             problems = [problems[(g * k + i) % len(problems)] for i in range(min(k, len(problems)))]
         write_jsonl(d / "problems.jsonl", (
-            {"problem": p.text, "answer": p.answer, "unique_id": p.id, "subject": p.subject,
-             "level": p.level} for p in problems))
+            {"problem": p.text, "answer": p.answer, "unique_id": problem_key(p),
+             "subject": p.subject, "level": p.level} for p in problems))
         gen = c.generator
         params = SamplingParams(temperature=gen.temperature, top_p=gen.top_p,
                                 max_tokens=gen.max_tokens)

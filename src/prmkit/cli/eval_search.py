@@ -16,7 +16,7 @@ def cmd_search_eval(args) -> int:
 
     gold = None
     if args.problems:
-        from prmkit.cli.search import problem_key, read_problems
+        from prmkit.data.math_problems import problem_key, read_problems
 
         gold = {problem_key(p): p.answer for p in read_problems(args.problems)
                 if p.answer is not None}

@@ -10,7 +10,6 @@ the output and refuses one written with another `search` record unless --force.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sys
@@ -25,40 +24,13 @@ from prmkit.cli.backend_options import (
 )
 from prmkit.cli.prm_options import add_prm_arguments
 from prmkit.data.io import LazyOutput, dumps_line, existing_output_error, read_resumable_output
+from prmkit.data.math_problems import problem_key, read_problems
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
 from prmkit.search.config import APPROACHES
 
 log = logging.getLogger("prmkit.search")
 COMPARED = ("config", "generator", "prm", "prompt")
-
-
-def problem_key(problem) -> str:
-    """The problem's id, else a digest of its text (stable across runs and resumes)."""
-    if problem.id:
-        return str(problem.id)
-    return "sha1:" + hashlib.sha1(problem.text.encode()).hexdigest()[:16]
-
-
-def read_problems(path: str, limit: int | None = None) -> list:
-    from prmkit.data.hub import dataset_path
-    from prmkit.data.math_problems import read_math
-
-    path = str(dataset_path(path, single=True)[0])  # a Hub name: its split's file
-    if not Path(path).is_file():
-        raise PrmkitError(f"{path}: no such problems file")
-    problems, seen = [], set()
-    for problem in read_math(path):
-        key = problem_key(problem)
-        if key in seen:
-            raise DataError(path, None, "unique_id", f"problem {key!r} appears more than once")
-        seen.add(key)
-        problems.append(problem)
-        if limit is not None and len(problems) >= limit:
-            break
-    if not problems:
-        raise PrmkitError(f"{path}: no problems")
-    return problems
 
 
 def _option(text: str) -> tuple[str, object]:

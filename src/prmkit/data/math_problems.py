@@ -1,15 +1,19 @@
-"""MATH problems: MATH500 / PRM800K math_splits JSONL, and the 7,500 train answers list."""
+"""MATH problems: MATH500 / PRM800K math_splits JSONL, and the 7,500 train answers list;
+a problems file as `prmkit generate`, `prmkit search` and the active loop read it, each
+problem named by one key."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prmkit.data.jsonstream import iter_any_json
 from prmkit.data.records import Problem
-from prmkit.errors import DataError
+from prmkit.errors import DataError, PrmkitError
 
 FORMAT = "math"
 ANSWERS_FORMAT = "math-answers"
@@ -66,3 +70,37 @@ def read_math(
                 raise
             if bad is not None:
                 bad.append((line, str(e)))
+
+
+def problem_key(problem: Problem) -> str:
+    """The problem's unique_id, else (none, or an empty one) the digest of its text,
+    "sha256:<16 hex>": stable across runs and resumes."""
+    key = "" if problem.id is None else str(problem.id)
+    return key or "sha256:" + hashlib.sha256(problem.text.encode()).hexdigest()[:16]
+
+
+def read_problems(path: str | os.PathLike, limit: int | None = None) -> list[Problem]:
+    """The first `limit` (None: all) problems of a MATH-style file or Hub split; two
+    problems with one key are an error (outputs are keyed by it), and so is a file
+    without problems."""
+    from prmkit.data.hub import dataset_path
+
+    if limit is not None and limit < 1:
+        raise PrmkitError(f"limit must be at least 1, got {limit}")
+    path = str(dataset_path(path, single=True)[0])  # a Hub name: its split's file
+    if not Path(path).is_file():
+        raise PrmkitError(f"{path}: no such problems file")
+    problems, seen = [], {}
+    for line, obj in iter_any_json(path):
+        if limit is not None and len(problems) >= limit:
+            break
+        problem = parse_problem(obj, path, line)
+        key = problem_key(problem)
+        if key in seen:
+            raise DataError(path, line, "unique_id",
+                            f"{key!r} repeats the problem of line {seen[key]}")
+        seen[key] = line
+        problems.append(problem)
+    if not problems:
+        raise PrmkitError(f"{path}: no problems")
+    return problems

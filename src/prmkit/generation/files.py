@@ -14,14 +14,14 @@ sample: they are written before the error); the file is created at the first sam
 interrupted run is resumed by running it again: samples (unique_id, sample_index)
 already in the output are skipped, a partial last line is dropped, and a larger `n` adds
 samples to the same problems; a complete run that appended puts the file back in order. Resuming with another model, sampling settings, seed or prompt than the
-output's `generated_by` is refused unless forced. A problem without `unique_id` is named
-by the sha256 of its text ("sha256:<16 hex>").
+output's `generated_by` is refused unless forced. A problem without `unique_id` (or with
+an empty one) is named by the sha256 of its text ("sha256:<16 hex>"), as everywhere
+(`prmkit.data.math_problems.problem_key`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import time
@@ -39,8 +39,7 @@ from prmkit.data.io import (
     existing_output_error,
     read_resumable_output,
 )
-from prmkit.data.jsonstream import iter_any_json
-from prmkit.data.math_problems import parse_problem
+from prmkit.data.math_problems import problem_key, read_problems
 from prmkit.data.records import Problem
 from prmkit.errors import DataError, PrmkitError
 from prmkit.generation.base import Sampler, SampleRequest, SamplingParams, sample_seed
@@ -77,34 +76,6 @@ class GenerateReport:
         if self.length_cut:
             text += f"; {self.length_cut} cut at max_tokens"
         return text
-
-
-def problem_key(problem: Problem) -> str:
-    if problem.id is not None:
-        return str(problem.id)
-    return "sha256:" + hashlib.sha256(problem.text.encode()).hexdigest()[:16]
-
-
-def read_problems(path: str | os.PathLike, limit: int | None = None) -> list[Problem]:
-    """Problems of a MATH-style file (see `prmkit.data.math_problems`); a repeated
-    unique_id is an error, since samples are keyed by it."""
-    from prmkit.data.hub import dataset_path
-
-    path = str(dataset_path(path, single=True)[0])  # a Hub name: its split's file
-    if not Path(path).is_file():
-        raise PrmkitError(f"{path}: no such problems file")
-    problems, seen = [], {}
-    for line, obj in iter_any_json(path):
-        if limit is not None and len(problems) >= limit:
-            break
-        problem = parse_problem(obj, path, line)
-        key = problem_key(problem)
-        if key in seen:
-            raise DataError(path, line, "unique_id",
-                            f"{key!r} repeats the problem of line {seen[key]}")
-        seen[key] = line
-        problems.append(problem)
-    return problems
 
 
 def _normalised(record: dict) -> dict:
