@@ -472,3 +472,12 @@ def test_vllm_float_weight_casts_are_not_logged_other_mismatches_are():
     assert quiet.filter(record("w", "torch.int8", "torch.bfloat16"))
     assert quiet.filter(logging.LogRecord(CAST_LOGGER, logging.WARNING, "utils.py", 1,
                                           "Loaded weight %s", ("w",), None))
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_limit_below_one_is_refused_rather_than_read_as_no_problem_or_one(problems, limit):
+    from prmkit.data.math_problems import read_problems
+
+    with pytest.raises(PrmkitError, match=f"limit must be at least 1, got {limit}"):
+        read_problems(problems, limit)
+    assert [p.id for p in read_problems(problems, 1)] == ["test/a/1.json"]
