@@ -369,6 +369,23 @@ def test_format_whose_tokens_the_tokenizer_lacks_is_refused(replicas, tmp_path):
         StepRewardModel.from_pretrained(replicas["rlhflow"], format=str(spec))
 
 
+def test_chat_template_that_rewrites_the_steps_is_an_error_not_a_misplaced_label(replicas,
+                                                                                tmp_path):
+    """Labels are placed by construction: the steps start where the conversation before
+    them (with the generation prompt) ends. Llama 3.1's template trims each content, so
+    steps with leading spaces in its assistant turn are not where prmkit put them."""
+    spec = tmp_path / "llama-chat.yaml"
+    spec.write_text("base: rlhflow\nname: llama-chat\nprompt: {kind: chat, messages: [{role: "
+                    "user, content: '{problem}'}, {role: assistant, content: '{steps}'}], "
+                    "step: '{step} +', step_join: \"\\n\"}\nlabel: {at: marker}\n")
+    scorer = fp32_scorer(replicas["rlhflow"], format=str(spec))
+    assert len(scorer.score([(PROBLEM, STEPS)])[0]) == len(STEPS)
+    with pytest.raises(PrmkitError, match="the chat template does not render the assistant "
+                                          "turn as the conversation so far followed by the "
+                                          "text given"):
+        scorer.score([(PROBLEM, ["  " + STEPS[0], *STEPS[1:]])])
+
+
 def test_a_spec_file_adds_a_family_without_code(replicas, tmp_path):
     text = open(load_spec("math-shepherd").source).read().replace(
         "name: math-shepherd", "name: my-shepherd")

@@ -56,9 +56,9 @@ class LayoutEncoder:
         self.prompt_ids = lru_cache(maxsize=4096)(self._prompt_ids)
 
     def _prompt_ids(self, problem: str) -> tuple[int, ...]:
-        """The tokens before the first label of a one-step solution whose step is empty
-        (with an anchor: up to the anchor), for the prompt-length check."""
-        ids, positions = self.positions(problem, [""])
+        """The tokens before the first label of the one-step solution "x" (with an anchor:
+        up to the anchor), for the prompt-length check."""
+        ids, positions = self.positions(problem, ["x"])
         return tuple(ids[: positions[0] + self.anchored])
 
     def step_body(self, steps) -> tuple[str, list[int]]:
