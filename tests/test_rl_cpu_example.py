@@ -26,7 +26,7 @@ trainer = scope["trainer"]
 report = {"steps": trainer.state.global_step, "logs": trainer.state.log_history,
           "deepspeed_after_grpo": "deepspeed" in sys.modules}
 from prmkit.demo.lm.base import SHIPPED_BASE
-from prmkit.demo.rl_policy import PolicySettings, train_policy
+from prmkit.demo.lm.policy import PolicySettings, train_policy
 rows = [{"prompt": "Solve 2x = 8.\\n", "completion": "8 / 2 = 4\\nAnswer: 4"}] * 4
 train_policy(SHIPPED_BASE, rows, "sft", PolicySettings(steps=1, batch_size=2), seed=0)
 report["deepspeed_after_sft"] = "deepspeed" in sys.modules
