@@ -371,7 +371,7 @@ def test_score_file_records_the_model_and_refuses_to_resume_with_another(tmp_pat
     assert str(out) in message and "m1" in message and "m2" in message
     assert first.fingerprint in message and second.fingerprint in message
     assert len(read_jsonl(out)) == 2  # nothing appended
-    with pytest.raises(PrmkitError, match="aggregation 'prod' -> 'min'"):
+    with pytest.raises(PrmkitError, match='aggregation "prod" -> "min"'):
         score_file(first, SOLUTIONS, out, resume=True, aggregation="min", progress=False)
     # the same weights in another folder are the same model
     (tmp_path / "m1").rename(tmp_path / "moved")

@@ -23,8 +23,9 @@ from prmkit.cli.backend_options import (
     check_model,
 )
 from prmkit.cli.prm_options import add_prm_arguments
-from prmkit.data.io import LazyOutput, dumps_line, existing_output_error, read_resumable_output
+from prmkit.data.io import LazyOutput, dumps_line, existing_output_error
 from prmkit.data.math_problems import problem_key, read_problems
+from prmkit.data.resume import read_written, refuse_other_writer
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
 from prmkit.search.config import APPROACHES
@@ -43,18 +44,10 @@ def _option(text: str) -> tuple[str, object]:
         return key.replace("-", "_"), value
 
 
-def existing_output(path: Path) -> tuple[set[str], dict | None]:
-    """Ids already searched and the first line's `search` record; a partly written last
-    line (a run killed mid-write) is cut off."""
-    ids: set[str] = set()
-    record = None
-    for lineno, obj in read_resumable_output(path):
-        if not isinstance(obj, dict) or "id" not in obj:
-            raise DataError(str(path), lineno, "id", "not a search result line")
-        ids.add(str(obj["id"]))
-        if record is None:
-            record = obj.get("search")
-    return ids, record
+def _result_id(path: str, lineno: int, obj) -> str:
+    if not isinstance(obj, dict) or "id" not in obj:
+        raise DataError(path, lineno, "id", "not a search result line")
+    return str(obj["id"])
 
 
 def check_same_search(path: Path, saved: dict, current: dict) -> None:
@@ -63,13 +56,7 @@ def check_same_search(path: Path, saved: dict, current: dict) -> None:
     saved = dict(saved)
     if isinstance(saved.get("generator"), dict):
         saved["generator"] = {k: saved["generator"].get(k) for k in current["generator"]}
-    diffs = [k for k in COMPARED if saved.get(k) != current.get(k)]
-    if diffs:
-        detail = "; ".join(f"{k}: {json.dumps(saved.get(k))} -> {json.dumps(current.get(k))}"
-                           for k in diffs)
-        raise PrmkitError(f"{path} was written by another search ({detail}). Pass --overwrite "
-                          "to start over, or --force to append anyway (the file then mixes "
-                          "both)")
+    refuse_other_writer(path, saved, current, COMPARED, "written by another search")
 
 
 def build_config(args, separator: str):
@@ -117,7 +104,8 @@ def cmd_search(args) -> int:
     done: set[str] = set()
     saved = None
     if out.exists() and args.resume:
-        done, saved = existing_output(out)
+        written = read_written(out, _result_id, "search")
+        done, saved = written.keys, written.record
         if saved is not None and not args.force:
             check_same_search(out, saved, record)
     todo = [p for p in problems if problem_key(p) not in done]

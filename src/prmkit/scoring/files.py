@@ -34,8 +34,8 @@ from prmkit.data.io import (
     dumps_line,
     existing_output_error,
     iter_jsonl,
-    read_resumable_output,
 )
+from prmkit.data.resume import read_written
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
 from prmkit.scoring.provenance import check_same_scorer
@@ -93,20 +93,8 @@ def _checked_count(path: str) -> int:
     return n
 
 
-def _existing_output(path: Path) -> tuple[set[str], int, dict | None]:
-    """Ids, number of complete lines and first `scored_by` record already in `path`; an
-    incomplete last line (a run killed mid-write) is cut off so that appending continues
-    from a clean line."""
-    ids: set[str] = set()
-    count = 0
-    scored_by = None
-    for _, obj in read_resumable_output(path):
-        if isinstance(obj, dict) and _record_id(obj) is not None:
-            ids.add(_record_id(obj))
-        if scored_by is None and isinstance(obj, dict):
-            scored_by = obj.get("scored_by")
-        count += 1
-    return ids, count, scored_by if isinstance(scored_by, dict) else None
+def _line_id(path: str, lineno: int, obj) -> str | None:
+    return _record_id(obj) if isinstance(obj, dict) else None
 
 
 def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: bool,
@@ -150,7 +138,8 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
     done_count = 0
     scored_by = scorer.record(aggregation)
     if out_path.exists() and resume:
-        done_ids, done_count, saved = _existing_output(out_path)
+        written = read_written(out_path, _line_id, "scored_by")
+        done_ids, done_count, saved = written.keys, written.lines, written.record
         if saved is not None and not force:
             check_same_scorer(out_path, saved, scored_by)
         elif saved is None and done_count:

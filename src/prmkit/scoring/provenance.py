@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from prmkit.data.digest_cache import file_sha256
-from prmkit.errors import PrmkitError
+from prmkit.data.resume import refuse_other_writer
 
 _ENDS = 1024
 COMPARED = ("fingerprint", "aggregation", "max_length", "dtype", "format")
@@ -54,11 +54,7 @@ def weights_fingerprint(model) -> str:
 
 def check_same_scorer(path: str | Path, saved: dict, current: dict) -> None:
     """Refuse to append to `path` with another model or other settings than its lines'."""
-    diffs = [f"{k} {saved.get(k)!r} -> {current.get(k)!r}"
-             for k in COMPARED if saved.get(k) != current.get(k)]
-    if diffs:
-        raise PrmkitError(
-            f"{path} was scored by {saved.get('model')} (fingerprint {saved.get('fingerprint')}), "
-            f"not by this run's {current['model']} (fingerprint {current['fingerprint']}): "
-            f"{'; '.join(diffs)}. Pass overwrite (--overwrite) to score it again, or force "
-            "(--force) to append anyway (the file then mixes both)")
+    refuse_other_writer(path, saved, current, COMPARED,
+                        f"scored by {saved.get('model')} (fingerprint "
+                        f"{saved.get('fingerprint')}), not by this run's {current['model']} "
+                        f"(fingerprint {current['fingerprint']})")
