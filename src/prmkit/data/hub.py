@@ -155,12 +155,10 @@ def resolve_model_folder(name: str | Path) -> Path:
     return found[0]
 
 
-RUN_MARKS = ("checkpoints", "metrics.jsonl", "data_stats.json")  # what training writes
-
-
 def check_not_a_run(folder: Path) -> None:
-    """Refuse a training run's folder (`prmkit train` writes its recipe as config.json,
-    its checkpoints and metrics, and the model in the model/ subfolder), naming the model."""
+    """Refuse a training run's folder (`prmkit train` writes its recipe there as
+    config.json, beside checkpoints and metrics, and the model in the model/ subfolder),
+    naming the model."""
     from prmkit.models.config import CONFIG_NAME
 
     if (folder / CONFIG_NAME).is_file() or not _is_run(folder):
@@ -173,8 +171,7 @@ def check_not_a_run(folder: Path) -> None:
 
 
 def _is_run(folder: Path) -> bool:
-    if any((folder / mark).exists() for mark in RUN_MARKS):
-        return True
+    """Whether config.json is a training recipe (a model's names its architecture)."""
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
