@@ -129,18 +129,27 @@ def test_eval_processbench_step_scores_and_threshold(capsys):
 
 
 def test_eval_processbench_null_step_score_from_prmkit_score_is_flagged(capsys, tmp_path):
-    # `prmkit score` writes null for a step cut by max_length: it counts as 0.0, flagged
+    # `prmkit score` writes null for a step cut by max_length: under prmkit's rules it
+    # counts as 0.0, flagged; the benchmark's rules leave it unjudged
     lines = (FIXTURES / "processbench_scores.jsonl").read_text().splitlines()
     lines[0] = json.dumps({"id": "gsm8k-0", "step_scores": [0.9, None, 0.1]})  # label 1
     lines[2] = json.dumps({"id": "gsm8k-2", "step_scores": [0.9, None]})  # label -1
     preds = tmp_path / "scores.jsonl"
     preds.write_text("\n".join(lines) + "\n")
-    out = run_json(capsys, ["eval", "processbench", "--predictions", str(preds), "--data",
-                            str(FIXTURES / "processbench"), "--threshold", "0.4", "--json"])
+    argv = ["eval", "processbench", "--predictions", str(preds), "--data",
+            str(FIXTURES / "processbench"), "--threshold", "0.4", "--json"]
+    out = run_json(capsys, [*argv, "--rules", "prmkit"])
     # flagged at step 1: gsm8k-0 is found (1 of 2 erroneous), gsm8k-2 is wrongly flagged
     # (1 of 2 correct); read as "no error", these would be 0.0 and 1.0
     assert out["gsm8k"] == {"error_acc": 0.5, "correct_acc": 0.5, "f1": 0.5,
                             "n_error": 2, "n_correct": 2}
+    assert (out["rules"], out["unscored_steps"]) == ("prmkit", 2)
+    out = run_json(capsys, argv)
+    # not judged: gsm8k-0 is flagged at its scored step 2 (wrong), gsm8k-2 kept (right);
+    # gsm8k-1 ([0.8, 0.3], label 0) and gsm8k-3 ([0.4], label -1) are missed / flagged
+    assert out["gsm8k"] == {"error_acc": 0.0, "correct_acc": 0.5, "f1": 0.0,
+                            "n_error": 2, "n_correct": 2}
+    assert out["rules"] == "benchmark"
 
 
 def test_eval_processbench_bad_prediction_names_line(capsys, tmp_path):
@@ -150,6 +159,27 @@ def test_eval_processbench_bad_prediction_names_line(capsys, tmp_path):
             str(FIXTURES / "processbench"), "--json"]
     assert main(argv) == 2
     assert "p.jsonl:2: field 'prediction'" in capsys.readouterr().err
+
+
+def test_eval_prmbench_prediction_marked_invalid_is_skipped_and_the_rules_reported(
+        capsys, tmp_path):
+    from test_eval_benchmarks import PRMBENCH_SCORES
+
+    preds = tmp_path / "p.jsonl"
+    lines = [{"id": k, "step_scores": v} for k, v in PRMBENCH_SCORES.items()]
+    lines[1] = {"id": lines[1]["id"], "validity": False}  # counterfactual: skipped
+    preds.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    argv = ["eval", "prmbench", "--predictions", str(preds), "--data",
+            str(FIXTURES / "prmbench.jsonl")]
+    out = run_json(capsys, [*argv, "--json"])
+    assert out["items"] == {"evaluated": 3, "missing": 0, "invalid": 1}
+    # redundency TP 2, FP 1, TN 1 and multi_solutions TP 1, FN 1 remain
+    assert out["overall"]["counts"] == {"TP": 3, "FP": 1, "TN": 1, "FN": 1}
+    assert out["rules"] == "benchmark"
+    assert main([*argv, "--rules", "prmkit"]) == 2
+    assert "is marked invalid (--rules prmkit" in capsys.readouterr().err
+    assert main(argv) == 0
+    assert "(threshold 0.5, benchmark rules)" in capsys.readouterr().out
 
 
 def test_eval_prmbench_and_steps(capsys, tmp_path):

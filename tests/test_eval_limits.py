@@ -99,7 +99,7 @@ def test_prmbench_limit_is_stratified_by_class_and_an_empty_class_f1_is_null(cap
     # every step of the only item is an error step: the valid-step F1 has nothing to count
     item = prmbench.PrmBenchItem("x", "q", ["a", "b"], [1, 2], "circular")
     with caplog.at_level(logging.WARNING, logger="prmkit.evaluation"):
-        got = prmbench.evaluate([item], {"x": [False, False]})
+        got = prmbench.evaluate([item], {"x": [False, False]}, "prmkit")
     assert got["classes"]["circular"]["f1"] is None
     assert got["classes"]["circular"]["negative_f1"] == 1.0
     assert got["prmscore"] is None and got["categories"]["simplicity"] is None

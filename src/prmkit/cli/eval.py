@@ -11,6 +11,7 @@ from prmkit.cli import eval_summary
 from prmkit.cli.eval_output import emit, show_progress
 from prmkit.data.io import iter_jsonl
 from prmkit.errors import DataError, PrmkitError
+from prmkit.evaluation.rules import RULES
 from prmkit.scoring.aggregate import AGGREGATIONS
 
 DEFAULT_PROCESSBENCH = Path("../shared/data/processbench")
@@ -183,13 +184,14 @@ def cmd_processbench(args) -> int:
         threshold = args.threshold
         if args.tune_fraction:
             tune, evaluate_on = pb.split_items(items, args.tune_fraction, args.seed)
-            threshold, tuned_f1 = pb.choose_threshold(tune, scores)
+            threshold, tuned_f1 = pb.choose_threshold(tune, scores, rules=args.rules)
             result["tuning"] = {"fraction": args.tune_fraction, "seed": args.seed,
                                 "items": sum(map(len, tune.values())), "average_f1": tuned_f1}
-        preds = pb.threshold_predictions(scores, threshold)
+        preds = pb.threshold_predictions(scores, threshold, args.rules)
         result["threshold"] = threshold
+        result["unscored_steps"] = pb.unscored_steps(scores)
         items = evaluate_on
-    result = pb.evaluate(items, preds) | result
+    result = pb.evaluate(items, preds) | result | {"rules": args.rules}
     if args.limit is not None:
         result["limit"] = {"items": len(all_items), "of": available, "seed": args.seed}
     emit(result, args, eval_summary.processbench)
@@ -207,21 +209,29 @@ def cmd_prmbench(args) -> int:
     if args.model:
         scores = _score_with_model(args.model, {it.id: (it.question, it.steps) for it in items},
                                    args)
-        valid = prmbench.valid_from_scores(scores, args.threshold)
+        valid = prmbench.valid_from_scores(scores, args.threshold, args.rules)
     else:
-        recs = _read_predictions(args.predictions, ("step_scores", "step_valid"))
+        recs = _read_predictions(args.predictions, ("step_scores", "step_valid", "validity"))
         valid = {}
         for k, rec in recs.items():
-            if "step_valid" in rec:
+            if rec.get("validity", True) is not True:
+                if rec["validity"] is not False:
+                    raise DataError(args.predictions, rec["_line"], "validity",
+                                    "expected true or false")
+                valid[k] = None  # a prediction marked invalid
+            elif "step_valid" in rec:
                 v = rec["step_valid"]
                 if not isinstance(v, list) or not all(isinstance(x, bool) for x in v):
                     raise DataError(args.predictions, rec["_line"], "step_valid",
                                     "expected a list of true/false")
                 valid[k] = v
+            elif "step_scores" not in rec:
+                raise DataError(args.predictions, rec["_line"], None,
+                                "expected step_scores or step_valid (validity is true)")
             else:
                 scores = {k: _step_scores(rec, args.predictions)}
-                valid |= prmbench.valid_from_scores(scores, args.threshold)
-    result = prmbench.evaluate(items, valid)
+                valid |= prmbench.valid_from_scores(scores, args.threshold, args.rules)
+    result = prmbench.evaluate(items, valid, args.rules)
     result["threshold"] = args.threshold
     if args.limit is not None:
         result["limit"] = {"items": len(items), "of": available, "seed": args.seed}
@@ -280,6 +290,12 @@ def cmd_steps(args) -> int:
     return 0
 
 
+def rules_argument(parser, benchmark: str, prmkit: str) -> None:
+    parser.add_argument("--rules", choices=RULES, default="benchmark",
+                        help=f"benchmark (default): {benchmark}; prmkit: {prmkit} "
+                             "(docs/evaluation.md lists the differences)")
+
+
 def limit_argument(parser, what: str) -> None:
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help=f"evaluate a seeded, stratified choice of at most N {what} "
@@ -336,13 +352,17 @@ def register(subparsers) -> None:
                      help="choose the threshold on this seeded share of items, report the rest")
     pbp.add_argument("--seed", type=int, default=0, help="for --limit and --tune-fraction")
     limit_argument(pbp, "items: every subset keeps correct and erroneous ones")
+    rules_argument(pbp, "as ProcessBench's script, a step is flagged unless its score is "
+                        "above the threshold, and a step without a score is not judged",
+                   "flagged when below the threshold, a step without a score counting as 0.0")
     common(pbp)
     pbp.set_defaults(func=cmd_processbench)
 
     pr = sub.add_parser("prmbench", help="PRMBench PRMScore")
     src = pr.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="trained model directory (scored with prmkit.scoring)")
-    src.add_argument("--predictions", help="JSONL of {id, step_scores} or {id, step_valid}")
+    src.add_argument("--predictions", help="JSONL of {id, step_scores} or {id, step_valid}, "
+                                           "or {id, validity: false} for an invalid one")
     add_device_arguments(pr)
     add_prm_arguments(pr)
     pr.add_argument("--data", action="append",
@@ -350,6 +370,11 @@ def register(subparsers) -> None:
                          "../shared/data/prmbench)")
     limit_argument(pr, "items, in proportion per error class")
     pr.add_argument("--seed", type=int, default=0, help="for --limit")
+    rules_argument(pr, "as PRMBench's toolkit, -1 for an undefined precision, recall or F1, "
+                       "PRMScores clamped at 0, the steps predicted counted as they are, "
+                       "fewer than 5 missing items tolerated",
+                   "an F1 without steps of its class null, a step without a score invalid, "
+                   "a missing item or wrong step count an error")
     common(pr)
     pr.set_defaults(func=cmd_prmbench)
 

@@ -44,7 +44,7 @@ def processbench(result: dict) -> str:
                          f"{pct(m['correct_acc'])} of {m['n_correct']})")
     head = f"ProcessBench average F1 {pct(result['average_f1'])}"
     if result.get("threshold") is not None:
-        head += f" at threshold {result['threshold']:.4g}"
+        head += f" at threshold {result['threshold']:.4g} ({result['rules']} rules)"
     if result.get("limit"):
         lim = result["limit"]
         head += f" on {lim['items']} of {lim['of']} items (stratified, seed {lim['seed']})"
@@ -52,7 +52,8 @@ def processbench(result: dict) -> str:
 
 
 def prmbench(result: dict) -> str:
-    lines = [f"PRMBench PRMScore {pct(result['prmscore'])} (threshold {result['threshold']})"]
+    lines = [f"PRMBench PRMScore {pct(result['prmscore'])} (threshold {result['threshold']}, "
+             f"{result['rules']} rules)"]
     lines += [f"  {name:<12} {pct(v)}" for name, v in result["categories"].items()]
     lines += [f"  {name:<22} {pct(m['prmscore'])}" for name, m in result["classes"].items()]
     return "\n".join(lines)

@@ -1,12 +1,19 @@
 """ProcessBench: locate the earliest wrong step.
 
-Official metric, per subset: accuracy on erroneous items (predicted index == label),
-accuracy on correct items (predicted -1), F1 = their harmonic mean (0 when both are 0).
-The headline is the plain mean of the subset F1s (not weighted by subset size). A subset
+Official metric (QwenLM/ProcessBench, code/run_eval_prm_trl.py), per subset: accuracy on
+erroneous items (predicted index == label), accuracy on correct items (predicted -1),
+F1 = their harmonic mean (0 here when both are 0, where the script divides 0 by 0). The
+headline is the plain mean of the subset F1s (not weighted by subset size). A subset
 without correct (or without erroneous) items has no such accuracy: it and the F1 are
 null, with a warning, and so is the headline (`limit_items` keeps both kinds).
-A scalar PRM predicts the first step whose score is below a threshold, or -1. A null
-step score (a step cut at max_length) counts as NULL_STEP_SCORE (0.0): flagged.
+
+A scalar PRM predicts the first step it flags, or -1, by `rules` (prmkit.evaluation.rules):
+- "benchmark" (default), as the official script: a step is flagged unless its score is
+  above the threshold (the script takes the argmax of the two classes, a tie going to
+  the error class); a step without a score (cut at the model's maximum length, null in
+  `prmkit score` output; the script cuts none) is not judged.
+- "prmkit": a step is flagged when its score is below the threshold, and a null score
+  counts as NULL_STEP_SCORE (0.0), flagged.
 """
 
 from __future__ import annotations
@@ -20,20 +27,29 @@ import numpy as np
 from prmkit.data.processbench import read_processbench
 from prmkit.data.records import ProcessBenchItem
 from prmkit.errors import DataError, PrmkitError
+from prmkit.evaluation.rules import check_rules
 from prmkit.evaluation.subsets import stratified_subset, warn_undefined
 from prmkit.scoring.aggregate import fill_null_steps
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 
 
-def first_error_index(step_scores: Sequence[float | None], threshold: float) -> int:
-    """Index of the first step scored below threshold; -1 if none. A null score (a step
-    the scorer cut at max_length) counts as NULL_STEP_SCORE (0.0)."""
-    s = np.asarray(fill_null_steps(step_scores), dtype=np.float64)
+def first_error_index(step_scores: Sequence[float | None], threshold: float,
+                      rules: str = "benchmark") -> int:
+    """Index of the first step flagged by `rules` (module docstring): "benchmark", a
+    score at or below the threshold (a null score is not judged); "prmkit", below it (a
+    null score counts as NULL_STEP_SCORE, 0.0); -1 if none."""
+    check_rules(rules)
+    if rules == "prmkit":
+        s = np.asarray(fill_null_steps(step_scores), dtype=np.float64)
+        flagged = s < threshold
+    else:
+        s = np.array([np.inf if v is None else v for v in step_scores], dtype=np.float64)
+        flagged = s <= threshold
     if np.isnan(s).any():
         raise PrmkitError("step score is NaN")
-    below = np.flatnonzero(s < threshold)
-    return int(below[0]) if below.size else -1
+    found = np.flatnonzero(flagged)
+    return int(found[0]) if found.size else -1
 
 
 def _f1(a: float | None, b: float | None) -> float | None:
@@ -88,9 +104,15 @@ def evaluate(
 
 
 def threshold_predictions(
-    step_scores: Mapping[str, Sequence[float | None]], threshold: float
+    step_scores: Mapping[str, Sequence[float | None]], threshold: float,
+    rules: str = "benchmark",
 ) -> dict[str, int]:
-    return {k: first_error_index(v, threshold) for k, v in step_scores.items()}
+    return {k: first_error_index(v, threshold, rules) for k, v in step_scores.items()}
+
+
+def unscored_steps(step_scores: Mapping[str, Sequence[float | None]]) -> int:
+    """Steps without a score (cut at the model's maximum length)."""
+    return sum(v is None for scores in step_scores.values() for v in scores)
 
 
 def choose_threshold(
@@ -98,26 +120,31 @@ def choose_threshold(
     step_scores: Mapping[str, Sequence[float | None]],
     grid: Sequence[float] | None = None,
     max_candidates: int = 200,
+    rules: str = "benchmark",
 ) -> tuple[float, float]:
     """Grid search for the threshold maximising average F1 on (held-out) items.
 
     The default grid holds up to `max_candidates` quantiles of the observed step scores
-    (F1 only changes at observed values), plus one threshold above every score.
+    (F1 only changes at observed values), plus one threshold flagging none of them.
     Returns (threshold, average_f1); ties go to the smallest threshold.
     """
+    check_rules(rules)
     if grid is None:
-        flat = np.concatenate(
-            [np.asarray(fill_null_steps(step_scores[it.id]), dtype=np.float64)
-             for sub in items.values() for it in sub] or [np.zeros(0)]
-        )
-        uniq = np.unique(flat)
+        scores = [step_scores[it.id] for sub in items.values() for it in sub]
+        if rules == "prmkit":
+            scores = [fill_null_steps(v) for v in scores]
+        uniq = np.unique(np.array([x for v in scores for x in v if x is not None] or [0.5],
+                                  dtype=np.float64))
         if uniq.size > max_candidates:
             uniq = np.unique(np.quantile(uniq, np.linspace(0, 1, max_candidates)))
-        # "score < t" flags values below t, so each observed value is a candidate cut.
-        grid = np.concatenate([uniq, [np.nextafter(uniq[-1], np.inf)] if uniq.size else [0.5]])
+        # "score <= t" flags each observed value t and below ("score < t": below t), so
+        # each observed value is a candidate cut, and one more flags nothing.
+        none = (np.nextafter(uniq[0], -np.inf) if rules == "benchmark"
+                else np.nextafter(uniq[-1], np.inf))
+        grid = np.sort(np.append(uniq, none))
     best = (float("nan"), -1.0)
     for t in grid:
-        f1 = evaluate(items, threshold_predictions(step_scores, float(t)), warn=False)
+        f1 = evaluate(items, threshold_predictions(step_scores, float(t), rules), warn=False)
         if f1["average_f1"] is None:
             missing = [s for s in items if f1[s]["f1"] is None]
             raise PrmkitError(f"the tuning items of {', '.join(missing)} lack correct or "

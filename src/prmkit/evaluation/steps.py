@@ -105,7 +105,8 @@ def first_error_accuracy(
     threshold: float = 0.5,
 ) -> float:
     """Share of solutions whose first step scored below threshold (or -1) is the first wrong
-    step (or -1)."""
+    step (or -1); a null score counts as 0.0 (ProcessBench's function under prmkit's
+    rules)."""
     from prmkit.evaluation.processbench import first_error_index
 
     if len(step_scores) != len(step_labels):
@@ -113,7 +114,7 @@ def first_error_accuracy(
     if not step_scores:
         return float("nan")
     hits = [
-        first_error_index(s, threshold) == true_first_error(y)
+        first_error_index(s, threshold, rules="prmkit") == true_first_error(y)
         for s, y in zip(step_scores, step_labels)
     ]
     return float(np.mean(hits))
