@@ -11,8 +11,9 @@ def add_prm_arguments(parser, format_flag: bool = True) -> None:
     parser.add_argument(
         *flags, dest="prm_format", default=None, metavar="FAMILY|SPEC",
         help="a model without prmkit_config.json: its published family (qwen2.5-math-prm, "
-             "math-shepherd, rlhflow, token-classification) or a spec file (.yaml/.json); "
-             "default: detected from config.json where unambiguous")
+             "math-shepherd, rlhflow, eurus-prm, eurus-prm-step, skywork-prm, "
+             "token-classification) or a spec file (.yaml/.json); default: detected from "
+             "config.json where unambiguous")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run model code shipped with the weights (Qwen2.5-Math-PRM)")
 
