@@ -8,7 +8,14 @@ completions in token-budgeted batches (`Scorer`). Each step gets its probability
 correct, its character span in the completion and, when the caller gives the policy's
 tokenizer (and optionally the generated token ids), the index of the policy token that
 ends the step: the PRM's tokenizer may differ from the policy's, so positions go through
-characters, never through PRM token indices.
+characters, never through PRM token indices. Generated ids must be the policy
+tokenizer's and decode to their completion (checked before scoring); they are decoded
+once, token after token, so many short steps cost no more than a few long ones.
+
+`response_text` is the one rule for a query that is prompt + response (OpenRLHF's reward
+file and the reward server's /get_reward): the response follows the prompt, or the end of
+a prompt whose start was cut; a query holding none of its prompt has no response (no
+steps, the null score), never an error.
 
 Null rule (prmkit.scoring.aggregate): a step cut by the PRM's max_length has probability
 None and counts as NULL_STEP_SCORE in the completion's score; a completion without steps
@@ -20,7 +27,10 @@ from __future__ import annotations
 
 import bisect
 import copy
+import functools
+import itertools
 import logging
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,14 +79,18 @@ def step_spans(text: str, separator: str) -> list[tuple[int, int]]:
 class PolicyTokens:
     """Maps character positions of completions to policy token indices.
 
-    With token ids, positions come from decoding prefixes of the ids exactly as the
-    completion text was decoded (`skip_special_tokens=True`, as TRL and verl decode); with
-    the tokenizer alone, from the offset mapping of the completion re-tokenised.
+    With token ids, positions come from decoding the ids one after another, as the
+    completion text was decoded (`skip_special_tokens=True`, as TRL and verl decode): one
+    pass, so the cost grows with the ids, not with ids x steps; with the tokenizer alone,
+    from the offset mapping of the completion re-tokenised.
     """
 
     def __init__(self, tokenizer, skip_special_tokens: bool = True):
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=self.skip_special_tokens)
 
     def token_ends_from_text(self, text: str, char_ends: Sequence[int]) -> list[int | None]:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -86,35 +100,124 @@ class PolicyTokens:
         return [min(bisect.bisect_left(token_ends, end), len(token_ends) - 1)
                 for end in char_ends]
 
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The text each token adds when `ids` are decoded one after another (empty for a
+        token that only starts a character, or a skipped special token): the tokenizer's
+        own stream decoder, or, without one, each token decoded after the few before it."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            from tokenizers.decoders import DecodeStream
+
+            stream = DecodeStream(skip_special_tokens=self.skip_special_tokens)
+            return [stream.step(backend, i) or "" for i in ids]
+        out, start, read = [], 0, 0  # ids[start:read]: context already turned into text
+        for i in range(len(ids)):
+            before, after = self.decode(ids[start:read]), self.decode(ids[start: i + 1])
+            if len(after) > len(before) and not after.endswith("\ufffd") \
+                    and after.startswith(before):
+                out.append(after[len(before):])
+                start, read = read, i + 1
+            else:
+                out.append("")
+        return out
+
     def token_ends_from_ids(self, ids: Sequence[int], char_ends: Sequence[int]) -> list[int | None]:
-        """For each char end, the first token i such that decoding ids[:i+1] reaches it
-        (binary search over prefix decodes; prefix lengths never shrink)."""
-        ids = list(ids)
-        cache: dict[int, int] = {}
+        """For each char end, the first token whose decoding reaches it (the last token when
+        the ids decode to less text than that)."""
+        ids = [int(t) for t in ids]
+        if not ids:
+            return [None] * len(char_ends)
+        pieces = self.pieces(ids)
+        if "".join(pieces) != self.decode(ids):  # a decoder the stream cannot follow
+            return self._ends_by_prefix_decoding(ids, char_ends)
+        reach = list(itertools.accumulate(map(len, pieces)))
+        return [min(bisect.bisect_left(reach, end), len(ids) - 1) for end in char_ends]
 
-        def reach(i: int) -> int:
-            if i not in cache:
-                cache[i] = len(self.tokenizer.decode(
-                    ids[: i + 1], skip_special_tokens=self.skip_special_tokens))
-            return cache[i]
-
-        out: list[int | None] = []
+    def _ends_by_prefix_decoding(self, ids: list[int], char_ends: Sequence[int]) -> list[int]:
+        """Binary search over decoded prefixes: exact for any decoder, O(n log n) decodes."""
+        reach = functools.lru_cache(maxsize=None)(lambda i: len(self.decode(ids[: i + 1])))
+        out = []
         for end in char_ends:
             lo, hi = 0, len(ids) - 1
-            if hi < 0:
-                out.append(None)
-                continue
-            if reach(hi) < end:  # the text has more than the ids decode to
-                out.append(hi)
-                continue
             while lo < hi:
                 mid = (lo + hi) // 2
-                if reach(mid) >= end:
-                    hi = mid
-                else:
-                    lo = mid + 1
+                lo, hi = (lo, mid) if reach(mid) >= end else (mid + 1, hi)
             out.append(lo)
         return out
+
+    def ids_problem(self, ids, text: str | None) -> str | None:
+        """Why `ids` cannot be the policy's tokens of `text` (None when they can): an id that
+        is not an int in the tokenizer's range, or a decoding other than the text (trailing
+        whitespace aside)."""
+        size, checked = len(self.tokenizer), []
+        for k, t in enumerate(ids):
+            try:
+                checked.append(operator.index(t))
+            except TypeError:
+                checked.append(-1)
+            if not 0 <= checked[-1] < size:
+                return (f"id {t!r} at position {k} is not a token id of the policy tokenizer "
+                        f"(0 to {size - 1})")
+        decoded = self.decode(checked)
+        if isinstance(text, str) and decoded.rstrip() != text.rstrip():
+            return (f"they decode to {_excerpt(decoded)}, not to the completion "
+                    f"{_excerpt(text)} (decoded with skip_special_tokens=True)")
+        return None
+
+
+def _excerpt(text: str, n: int = 40) -> str:
+    return repr(text if len(text) <= n else text[:n] + "...")
+
+
+# End-of-turn and padding tokens that end a decoded response (OpenRLHF decodes with them).
+END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>",
+              "</s>", "<eos>", "<pad>", "<|pad|>")
+MIN_PROMPT_TAIL = 16  # characters of a left-truncated prompt that identify it
+
+
+def _tail_overlap(prompt: str, head: str) -> int:
+    """The length of the longest end of `prompt` that `head` starts with (KMP: linear)."""
+    pattern = head[: len(prompt)]
+    if not pattern:
+        return 0
+    fail, k = [0] * len(pattern), 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = fail[k - 1]
+        k += pattern[i] == pattern[k]
+        fail[i] = k
+    k = 0
+    for ch in prompt:
+        while k and (k == len(pattern) or ch != pattern[k]):
+            k = fail[k - 1]
+        k += k < len(pattern) and ch == pattern[k]
+    return k
+
+
+def response_text(query: str, prompt: str, special: Sequence[str] = END_TOKENS) -> str | None:
+    """The response in a query that is prompt + response decoded with special tokens (as
+    OpenRLHF sends it), without trailing special tokens: what follows the prompt; where the
+    query holds only the prompt's end (OpenRLHF cuts a long prompt's start, and the first
+    token may decode to a broken character), what follows that end, if it is at least
+    MIN_PROMPT_TAIL characters (or the whole prompt). None when the query holds neither:
+    there is no response to grade."""
+    at = query.find(prompt)
+    if at >= 0:
+        start = at + len(prompt)
+    else:
+        head = query.lstrip("\ufffd")
+        overlap = _tail_overlap(prompt, head)
+        if overlap < min(MIN_PROMPT_TAIL, len(prompt)):
+            return None
+        start = len(query) - len(head) + overlap
+    text, stripped = query[start:], True
+    while stripped:
+        stripped = False
+        text = text.rstrip()
+        for tok in special:
+            if tok and text.endswith(tok):
+                text, stripped = text[: -len(tok)], True
+    return text
 
 
 def _check_inputs(prompts, completions, policy_token_ids, policy_tokenizer) -> None:
@@ -133,6 +236,11 @@ def _check_inputs(prompts, completions, policy_token_ids, policy_tokenizer) -> N
         if len(policy_token_ids) != len(completions):
             raise PrmkitError(f"{len(policy_token_ids)} policy_token_ids rows but "
                               f"{len(completions)} completions")
+        mapper = PolicyTokens(policy_tokenizer)
+        for i, (ids, text) in enumerate(zip(policy_token_ids, completions, strict=True)):
+            problem = mapper.ids_problem(list(ids), text)
+            if problem is not None:
+                raise PrmkitError(f"policy_token_ids[{i}]: {problem}")
 
 
 def _score_all(scorer, items: list) -> list[list[float | None]]:
