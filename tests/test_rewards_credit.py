@@ -10,23 +10,29 @@ import pytest
 from prmkit.errors import PrmkitError
 from prmkit.rewards.credit import (
     clip_delta_credits,
+    min_form,
     mix_verifier,
     outcome_advantages,
     reward_on_last_token,
     rewards_at_step_ends,
     spread_to_tokens,
     step_advantages,
+    tokens_per_step,
 )
 
 R15 = math.sqrt(1.5)
 # One group: steps 0.9, 0.5 | 0.1 -> mean 0.5, population std sqrt(0.32/3), normalised
 # (+sqrt(1.5), 0 | -sqrt(1.5)).
 GROUP = [[0.9, 0.5], [0.1]]
+# min / softmin (PURE): r = 2p - 1 = (0.8, 0.0 | -0.8). min: the worst step keeps its r:
+# (0, 0 | -0.8), returns 0 | -0.8; leave-one-out per-step baselines -0.8 | 0 / 2 = 0.
+# softmin at T = 1: w = softmax(-r) = (1, e^0.8) / (1 + e^0.8), weighted (S, 0) with
+# S = 0.8 / (1 + e^0.8), return S; the other's baseline S / 2.
+S = 0.8 / (1 + math.exp(0.8))
 TABLE = {
     "process": [[R15 + 0.0, 0.0], [-R15]],
-    "min": [[0.0, 0.0], [-R15]],
-    # weights softmax(-r) of (0.9, 0.5): w0 = 1 / (1 + e^0.4); sum from the step on of w * n
-    "softmin": [[R15 / (1 + math.exp(0.4)), 0.0], [-R15]],
+    "min": [[0.0 + 0.8 + 0.0 + 0.8, 0.0 + 0.8], [-0.8 - 0.0]],
+    "softmin": [[S + 0.8 + 0.0 + 0.8, 0.0 + 0.8], [-0.8 - S / 2]],
 }
 
 
@@ -45,13 +51,50 @@ def test_group_rules_match_the_hand_table(rule):
 def test_a_null_step_counts_as_zero_reward():
     # (0.8, 0.0): mean 0.4, std 0.4 -> normalised (1, -1)
     approx_rows(step_advantages("process", [[0.8, None]], eps=0.0), [[0.0, -1.0]])
-    approx_rows(step_advantages("min", [[0.8, None]], eps=0.0), [[-1.0, -1.0]])
+    # min: r = (0.6, -1), the worst keeps its r: (0, -1); alone, its own baseline -0.5 a step
+    approx_rows(step_advantages("min", [[0.8, None]], eps=0.0), [[0.0, -0.5]])
 
 
 @pytest.mark.parametrize("rule", ["process", "min", "softmin"])
 def test_one_step_groups_and_all_equal_rewards_give_zero_advantage(rule):
     approx_rows(step_advantages(rule, [[0.7]]), [[0.0]])
-    approx_rows(step_advantages(rule, [[0.6, 0.6], [0.6]], [0, 0]), [[0.0, 0.0], [0.0]])
+    approx_rows(step_advantages(rule, [[0.6, 0.6], [0.6, 0.6]], [0, 0]), [[0.0, 0.0]] * 2)
+
+
+@pytest.mark.parametrize("rule", ["min", "softmin"])
+def test_identical_completions_get_no_min_form_credit(rule):
+    # four identical completions (0.9, 0.9, 0.5): before, each step was normalised by the
+    # group's mean step reward and then minimised, giving -1.414 on every token
+    got = step_advantages(rule, [[0.9, 0.9, 0.5]] * 4, [0] * 4)
+    for row in got:
+        assert row[0] == pytest.approx(0.0, abs=1e-12)  # the completion's return, centred
+        assert np.abs(row).max() < 2e-4  # PURE: each step's share of the baseline
+    if rule == "min":
+        approx_rows(got, [[0.0, 0.0, 0.0]] * 4)
+
+
+def test_softmin_temperature_applies_to_pures_2p_minus_1():
+    # p = (0.9, 0.5) -> r = (0.8, 0.0): PURE's weights softmax(-r / 0.1) = (0.0003, 0.9997)
+    weighted = min_form([0.9, 0.5], temperature=0.1)
+    weights = weighted[0] / 0.8
+    assert weights == pytest.approx(1 / (1 + math.exp(8)), rel=1e-9)
+    assert weights == pytest.approx(0.000335, abs=1e-6)
+    assert min_form([0.9, 0.5], temperature=None).tolist() == [0.0, 0.0]  # min: the worst
+    assert min_form([0.3, 0.3]).tolist() == pytest.approx([-0.2, -0.2])  # ties share
+    assert min_form([0.8, None], temperature=None).tolist() == [0.0, -1.0]  # null: p = 0
+
+
+def test_min_form_baseline_per_token_uses_the_other_completions_return_per_token():
+    # min: returns 0 (A: 0.9, 0.5 over 3 + 1 tokens) | -0.8 (B: 0.1 over 4 tokens).
+    # A's baseline: -0.8 / 4 per token -> steps (0 + 0.6, 0 + 0.2): advantages (0.8, 0.2);
+    # B's: 0 / 4 -> -0.8.
+    got = step_advantages("min", GROUP, [0, 0], baseline="token", tokens_per_step=[[3, 1], [4]])
+    approx_rows(got, [[0.8, 0.2], [-0.8]])
+    with pytest.raises(PrmkitError, match="needs tokens_per_step"):
+        step_advantages("min", GROUP, [0, 0], baseline="token")
+    with pytest.raises(PrmkitError, match="choose step or token"):
+        step_advantages("min", GROUP, [0, 0], baseline="sequence")
+    assert tokens_per_step([[2, 4], [0], []], [7, 3, 2]) == [[3, 4], [3], []]
 
 
 def test_groups_are_normalised_apart():
@@ -69,9 +112,9 @@ def test_completion_without_steps_gets_no_advantage():
 
 
 def test_softmin_at_low_temperature_keeps_only_the_worst_step():
-    got = step_advantages("softmin", [[0.9, 0.1, 0.5]], eps=0.0, temperature=1e-3)
-    n = (np.array([0.9, 0.1, 0.5]) - 0.5) / np.array([0.9, 0.1, 0.5]).std()
-    approx_rows(got, [[n[1], n[1], 0.0]])
+    group = [[0.9, 0.1, 0.5], [0.7, 0.6]]
+    approx_rows(step_advantages("softmin", group, [0, 0], temperature=1e-3),
+                step_advantages("min", group, [0, 0]))
     with pytest.raises(PrmkitError, match="temperature"):
         step_advantages("softmin", [[0.5]], temperature=0)
 

@@ -16,15 +16,23 @@ rule; a completion without steps gets no process credit: all its tokens get 0):
 - ``process`` (DeepSeekMath §4.1.3): every step reward of a group is normalised by the mean
   and standard deviation (population) of all the group's step rewards; a step's advantage
   is the sum of the normalised rewards of the steps from it to the end.
-- ``min`` (PURE): the same normalisation; a step's advantage is the minimum of the
-  normalised rewards from it to the end.
-- ``softmin`` (PURE's weighting, temperature 0.1 as in PURE): the normalised rewards
-  weighted by softmax(-r / temperature) of the completion's step rewards r, summed from the
-  step to the end; as the temperature goes to 0 only the worst step counts.
+- ``min`` and ``softmin`` (PURE, arXiv 2504.15275, as PURE's code computes them): a step's
+  reward is r = 2p - 1 (PURE's P(correct) - P(wrong)); ``softmin`` weights each step's r by
+  softmax(-r / temperature) over the completion's steps (PURE's T = 0.1, on r) and ``min``
+  is its limit T -> 0 (all the weight on the worst step; tied worst steps share it), so
+  the weighted rewards of a completion sum to its min-form return R. The baseline is
+  RLOO's, from the other completions of the group: ``baseline="step"`` (PURE's default)
+  takes their mean return per step, ``"token"`` (PURE's runs) their return per policy
+  token times the step's tokens (`tokens_per_step`); each step's weighted reward less its
+  baseline, summed from the step to the end, is its advantage. A completion alone in its
+  group is its own baseline; identical completions get 0 at their first step.
 - ``clip_delta`` (arXiv 2410.15115): Clip: c = min(r - eta, 0); Delta: c_k = r_k - r_{k+1}
   (the last step keeps c_n = r_n); both by default. A step's advantage is the sum of c from
   it to the end, bounded above (by 0 with Clip; by the step's own reward with Delta), so
-  repeating correct but useless steps earns nothing.
+  repeating correct but useless steps earns nothing. With Delta the credits telescope: a
+  step's sum is its own clipped reward, and a completion's total is its first step's, so
+  the rule needs per-token returns (GAE, REINFORCE++) or per-step advantages as here, never
+  an advantage from the row sum (GRPO, RLOO).
 - ``outcome``: the completion's score (prmkit's aggregation) group-normalised, every step
   of the completion getting it (GRPO's outcome supervision).
 
@@ -118,12 +126,14 @@ def clip_delta_credits(rewards: Steps, *, eta: float = 0.5, clip: bool = True,
 def step_advantages(rule: str | Credit, rewards: Sequence[Steps], group_ids=None, *,
                     scores: Sequence[float | None] | None = None, eps: float = DEFAULT_EPS,
                     temperature: float = 0.1, eta: float = 0.5, clip: bool = True,
-                    delta: bool = True) -> list[np.ndarray]:
+                    delta: bool = True, baseline: str = "step",
+                    tokens_per_step: Sequence[Sequence[int]] | None = None) -> list[np.ndarray]:
     """One advantage per step of every completion under `rule`.
 
     rewards[i]: the step probabilities of completion i (None: null step). group_ids[i]:
     the prompt completion i answers (None: each completion its own group). scores: the
     completions' aggregated scores, for ``outcome`` (None: no gradable step, advantage 0).
+    baseline, tokens_per_step: ``min`` and ``softmin`` only (see the module docstring).
     """
     rule = credit_rule(rule)
     if rule is Credit.OUTCOME:
@@ -134,22 +144,61 @@ def step_advantages(rule: str | Credit, rewards: Sequence[Steps], group_ids=None
     if rule is Credit.CLIP_DELTA:
         return [_suffix(clip_delta_credits(r, eta=eta, clip=clip, delta=delta), np.add)
                 for r in rewards]
-    norm = _normalised_steps(rewards, group_ids, eps)
     if rule is Credit.PROCESS:
-        return [_suffix(n, np.add) for n in norm]
-    if rule is Credit.MIN:
-        return [_suffix(n, np.minimum) for n in norm]
-    if temperature <= 0:
+        return [_suffix(n, np.add) for n in _normalised_steps(rewards, group_ids, eps)]
+    if rule is Credit.SOFTMIN and temperature <= 0:
         raise PrmkitError(f"softmin temperature must be positive, got {temperature}")
-    out = []
-    for r, n in zip(rewards, norm, strict=True):
-        if n.size == 0:
-            out.append(n)
-            continue
-        raw = np.asarray(fill_null_steps(r), dtype=np.float64)
-        w = np.exp(-(raw - raw.min()) / temperature)  # softmax(-r / T), PURE's weights
-        out.append(_suffix(w / w.sum() * n, np.add))
+    weighted = [min_form(r, temperature if rule is Credit.SOFTMIN else None) for r in rewards]
+    units = _baseline_units(baseline, rewards, tokens_per_step)
+    out = [np.zeros(0)] * len(rewards)
+    for members in _groups(len(rewards), group_ids):
+        scored = [i for i in members if weighted[i].size]
+        returns = {i: weighted[i].sum() for i in scored}
+        for i in scored:
+            others = [j for j in scored if j != i] or [i]
+            if baseline == "token":
+                total = sum(units[j].sum() for j in others)
+                rate = sum(returns[j] for j in others) / total if total else 0.0
+            else:
+                rate = float(np.mean([returns[j] / weighted[j].size for j in others]))
+            out[i] = _suffix(weighted[i] - rate * units[i], np.add)
     return out
+
+
+def min_form(rewards: Steps, temperature: float | None = 0.1) -> np.ndarray:
+    """PURE's weighted step rewards of one completion: r = 2p - 1 (a null step: p =
+    NULL_STEP_SCORE) times softmax(-r / temperature) over its steps; temperature None: the
+    limit T -> 0, the worst step's r on it (shared by tied worst steps), 0 elsewhere. They
+    sum to the completion's min-form return."""
+    r = 2.0 * np.asarray(fill_null_steps(rewards), dtype=np.float64) - 1.0
+    if r.size == 0:
+        return r
+    if temperature is None:
+        w = (r == r.min()).astype(np.float64)
+    else:
+        w = np.exp(-(r - r.min()) / temperature)
+    return w / w.sum() * r
+
+
+def _baseline_units(baseline: str, rewards: Sequence[Steps],
+                    tokens_per_step: Sequence[Sequence[int]] | None) -> list[np.ndarray]:
+    """What each step's share of the baseline is counted in: 1 a step, or its tokens."""
+    if baseline == "step":
+        return [np.ones(len(r)) for r in rewards]
+    if baseline != "token":
+        raise PrmkitError(f"baseline {baseline!r}: choose step or token")
+    if tokens_per_step is None or len(tokens_per_step) != len(rewards) or any(
+            len(t) != len(r) for t, r in zip(tokens_per_step, rewards, strict=True)):
+        raise PrmkitError("baseline 'token' needs tokens_per_step: one count per step of "
+                          "every completion")
+    return [np.asarray(t, dtype=np.float64) for t in tokens_per_step]
+
+
+def tokens_per_step(step_ends: Sequence[Sequence[int | None]], lengths: Sequence[int]
+                    ) -> list[list[int]]:
+    """Policy tokens of each step, as `spread_to_tokens` places them."""
+    return [[stop - start for start, stop in _step_slices(ends, n)] if n else [0] * len(ends)
+            for ends, n in zip(step_ends, lengths, strict=True)]
 
 
 def outcome_advantages(scores: Sequence[float | None], group_ids=None,
@@ -191,12 +240,19 @@ def spread_to_tokens(step_adv: Sequence[np.ndarray], step_ends: Sequence[Sequenc
     for i, (adv, ends, n) in enumerate(zip(step_adv, step_ends, lengths)):
         if len(adv) == 0 or n == 0:
             continue
-        ends = _check_ends(ends, n)
-        start = 0
-        for k, (a, e) in enumerate(zip(adv, ends)):
-            stop = n if k == len(ends) - 1 else e + 1
+        for a, (start, stop) in zip(adv, _step_slices(ends, n)):
             out[i, start:stop] = a
-            start = max(start, stop)
+    return out
+
+
+def _step_slices(ends: Sequence[int | None], length: int) -> list[tuple[int, int]]:
+    """The token slice of each step: from the previous step's end to its own; the last step
+    also takes the tokens after its end."""
+    out, start = [], 0
+    for k, e in enumerate(_check_ends(ends, length)):
+        stop = length if k == len(ends) - 1 else max(start, e + 1)
+        out.append((start, stop))
+        start = stop
     return out
 
 
