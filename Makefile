@@ -38,7 +38,8 @@ $(VLLM_STAMP): $(STAMP)
 # than prmkit's (verl <5.11, OpenRLHF ==5.15.0), so they go without their dependencies into a
 # side folder that tests/conftest.py puts on sys.path, after this venv's packages, for those
 # tests only. Beside them: what their entry points import that this venv lacks (ray and
-# tensordict for verl's DataProto, omegaconf with its own antlr, codetiming, pylatexenc).
+# tensordict for verl's DataProto, omegaconf with its own antlr and the hydra-core that uses
+# it for verl's agent loop, codetiming, pylatexenc).
 # Their own test suites come as a top-level `tests` package: removed.
 $(TEST_STAMP): $(VLLM_STAMP)
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt \
@@ -48,7 +49,7 @@ $(TEST_STAMP): $(VLLM_STAMP)
 	rm -rf $(RL_ENGINES)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(RL_ENGINES) \
 		verl==0.9.1 openrlhf==0.11.2 ray==2.55.0 tensordict==0.10.0 pyvers==0.1.0 \
-		omegaconf==2.4.0 codetiming==1.4.0 pylatexenc==2.11
+		omegaconf==2.4.1rc1 hydra-core==1.4.0rc3 codetiming==1.4.0 pylatexenc==2.11
 	rm -rf $(RL_ENGINES)/tests $(RL_ENGINES)/scripts
 	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium chromium-driver)
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \

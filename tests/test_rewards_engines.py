@@ -1,9 +1,11 @@
 """verl and OpenRLHF entry points, loaded by file path and called exactly as verl 0.9.1
-(reward loop: run_single per sample, then assemble_rm_scores; custom_reward_function with
+(its agent loop: run_single per sample, one float kept per response; its colocated reward
+loop: run_single per sample, then assemble_rm_scores; custom_reward_function with
 reward_kwargs) and OpenRLHF 0.11.2 (SingleTurnAgentExecutor: reward_func on one decoded
 query in a thread) call them: on `FakeDataProto`, a stand-in for verl's DataProto with the
 fields its managers read, and, with the `rl_engines` fixture (verl and OpenRLHF beside this
-venv, see tests/conftest.py), through the engines' own loaders, DataProto and executor."""
+venv, see tests/conftest.py), through the engines' own loaders, agent loop, DataProto and
+executor."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from test_rewards_contract import POLICY_TEXT
 from test_scoring import make_model
 
 import prmkit.rewards
+from prmkit.errors import PrmkitError
 from prmkit.models.backbones import train_tokenizer
 from prmkit.rewards.contract import compute_step_rewards
 from prmkit.rewards.credit import clip_delta_credits
@@ -99,6 +102,11 @@ def verl_batch(tok, responses, prompt_len=6) -> FakeDataProto:
                                 dtype=object)})
 
 
+def colocated(settings: dict, **reward_model) -> dict:
+    """A verl config whose colocated reward loop scores (and calls assemble_rm_scores)."""
+    return {"reward": {"prmkit": settings, "reward_model": {"enable": True, **reward_model}}}
+
+
 def run_verl_reward_loop(manager_cls, config, tok, data):
     manager = manager_cls(config=config, tokenizer=tok, compute_score=None,
                           reward_router_address=None, reward_model_tokenizer=None)
@@ -115,7 +123,7 @@ def test_verl_manager_writes_step_rewards_at_their_step_end_tokens(prm_folder, p
                                                                   monkeypatch):
     verl = load_by_path("verl")
     data = verl_batch(policy_tok, RESPONSES)
-    config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
+    config = colocated({"model": str(prm_folder), "device": "cpu"})
     calls = []
     scorer = verl.cached_scorer(config["reward"]["prmkit"])
     real_score = scorer.score
@@ -151,6 +159,7 @@ def test_verl_manager_on_verls_own_dataproto_and_grpo(prm_folder, policy_tok, of
                                    "reward_kwargs": settings},
         "reward_manager": {"source": "importlib", "name": "PRMRewardManager",
                            "module": {"path": path}},
+        "reward_model": {"enable": True, "enable_resource_pool": False},
         "prmkit": settings}})
     manager_cls = resolve_reward_manager_cls(config)  # verl loads the class by file path
     fake = verl_batch(policy_tok, RESPONSES)
@@ -170,18 +179,127 @@ def test_verl_manager_on_verls_own_dataproto_and_grpo(prm_folder, policy_tok, of
     assert adv[0, :valid].tolist() == pytest.approx([sum(want.probabilities)] * valid, abs=1e-5)
 
 
+def verl_agent_loop(config, tok, prompt_length: int, response_length: int):
+    """verl 0.9.1's AgentLoopWorker as its trainer builds it by default
+    (reward.reward_model.enable=False): each finished response is scored through a
+    RewardLoopWorker (a Ray actor there, called here in process) holding the reward manager
+    verl's own `load_reward_manager` built from `config`."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    reward_worker = object.__new__(RewardLoopWorker)  # its __init__ loads tokenizers by path
+    reward_worker.config, reward_worker.reward_router_address = config, None
+    reward_worker.reward_manager = load_reward_manager(
+        config, tok, reward_router_address=None, reward_model_tokenizer=None)
+    worker = object.__new__(AgentLoopWorker)  # its __init__ starts LLM servers
+    worker.config, worker.tokenizer, worker.processor = config, tok, None
+    worker.rollout_config = SimpleNamespace(prompt_length=prompt_length,
+                                            response_length=response_length)
+    worker.mm_processor_kwargs, worker.distillation_enabled = {}, False
+    worker.reward_loop_worker_handles = [  # a Ray handle: `await handle.compute_score.remote()`
+        SimpleNamespace(compute_score=SimpleNamespace(remote=reward_worker.compute_score))]
+    return worker
+
+
+def test_verl_manager_scores_through_verls_agent_loop_by_default(prm_folder, policy_tok,
+                                                                 offline, rl_engines):
+    """verl's default reward path (reward_model.enable=False): its agent loop keeps one
+    float per response (pydantic Optional[float], then torch.tensor(scores)); a dict of
+    positions made it fail with "reward_score Input should be a valid number"."""
+    import copy
+
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    tok = copy.deepcopy(policy_tok)  # verl sets its padding side
+    path = str(FILES / "verl.py")
+    settings = {"model": str(prm_folder), "device": "cpu"}
+    config = OmegaConf.create({"reward": {
+        "custom_reward_function": {"path": None},
+        "reward_manager": {"source": "importlib", "name": "PRMRewardManager",
+                           "module": {"path": path}},
+        "reward_model": {"enable": False, "enable_resource_pool": False},
+        "prmkit": settings}})
+    responses = [*RESPONSES, "  "]  # the last has no step: the null score
+    ids = [tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for r in responses]
+    prompt = tok(PROBLEM, add_special_tokens=False)["input_ids"]
+    worker = verl_agent_loop(config, tok, len(prompt) + 2, max(map(len, ids)) + 3)
+
+    async def rollouts():
+        outputs = [AgentLoopOutput(prompt_ids=prompt, response_ids=row,
+                                   response_mask=[1] * len(row), metrics=AgentLoopMetrics())
+                   for row in ids]
+        return await asyncio.gather(*[worker._agent_loop_postprocess(
+            out, validate=False, raw_prompt=[{"role": "user", "content": PROBLEM}],
+            data_source="math", reward_model={"ground_truth": "4"},
+            extra_info={"problem": PROBLEM, "index": i}) for i, out in enumerate(outputs)])
+
+    batch = worker._postprocess(asyncio.run(rollouts()))
+    rm = batch.batch["rm_scores"]
+    want = compute_step_rewards(offline, [PROBLEM] * 3, responses)
+    for i, w in enumerate(want):
+        last = len(ids[i]) - 1  # verl puts the float on the response's last token
+        assert rm[i].nonzero().flatten().tolist() == ([last] if w.score else [])
+        assert float(rm[i, last]) == pytest.approx(w.score or 0.0, abs=1e-5)
+    assert batch.non_tensor_batch["prm_null_score"].tolist() == [0.0, 0.0, 1.0]
+    assert not np.isnan(batch.non_tensor_batch["prm_score"].astype(float)).any()
+    with pytest.raises(PrmkitError, match="verl scores in its agent loop here"):
+        verl_agent_loop(OmegaConf.merge(config, {"reward": {"prmkit": {"placement": "steps"}}}),
+                        tok, 8, 8)
+
+
+def test_verl_clip_delta_under_grpo_keeps_only_the_first_step_so_it_is_refused(
+        prm_folder, rl_engines):
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    verl = load_by_path("verl")
+    steps = [[0.9, 0.95, 0.99], [0.9, 0.05, 0.02], [0.3, 0.9, 0.9]]
+    rm = torch.zeros(3, 6)
+    for i, r in enumerate(steps):  # Clip-Delta credits at the step-end tokens 1, 3, 5
+        rm[i, [1, 3, 5]] = torch.tensor(clip_delta_credits(r, eta=0.5), dtype=torch.float32)
+    adv, _ = compute_grpo_outcome_advantage(rm, torch.ones(3, 6), np.array(["q"] * 3))
+    # the credits telescope: a row sums to min(r1 - eta, 0), so GRPO cannot tell two bad
+    # steps from two good ones
+    assert rm.sum(dim=1).tolist() == pytest.approx([0.0, 0.0, -0.2], abs=1e-6)
+    assert torch.allclose(adv[0], adv[1], atol=1e-5) and not torch.allclose(adv[0], adv[2])
+    base = {"model": str(prm_folder), "device": "cpu", "placement": "clip_delta"}
+    for estimator in ("grpo", "rloo"):
+        config = {**colocated(base), "algorithm": {"adv_estimator": estimator}}
+        with pytest.raises(PrmkitError, match=f"adv_estimator={estimator}: that estimator sums"):
+            verl.PRMRewardManager(config=config, tokenizer=None)
+    ok = verl.PRMRewardManager(config={**colocated(base), "algorithm": {"adv_estimator": "gae"}},
+                               tokenizer=None)
+    assert ok.per_token and ok.placement == "clip_delta"
+
+
+def test_verl_compute_score_and_openrlhf_logs_hold_no_nan_without_a_verifier(prm_folder,
+                                                                             offline):
+    verl = load_by_path("verl")
+    kw = {"model": str(prm_folder), "device": "cpu"}
+    out = verl.compute_score("math", RESPONSES[0], "4", {"problem": PROBLEM}, **kw)
+    assert "verifier" not in out and not any(np.isnan(v) for v in out.values())
+    empty = verl.compute_score("math", " ", "4", {"problem": PROBLEM}, **kw)
+    assert (empty["score"], empty["prm_null_score"]) == (0.0, 1.0)
+    logs = openrlhf_rewards(offline, [PROBLEM + RESPONSES[0]], [PROBLEM], ["4"])["extra_logs"]
+    assert "verifier" not in logs and not np.isnan(np.concatenate(list(logs.values()))).any()
+    graded = openrlhf_rewards(offline, [PROBLEM + " I give up"], [PROBLEM], [None],
+                              verifier_weight=1.0)["extra_logs"]
+    assert (graded["verifier"], graded["verifier_graded"]) == ([0.0], [0.0])
+
+
 def test_verl_manager_clip_delta_and_outcome_placements(prm_folder, policy_tok, offline):
     verl = load_by_path("verl")
     data = verl_batch(policy_tok, RESPONSES[:1])
     want = compute_step_rewards(offline, [PROBLEM], RESPONSES[:1])[0]
     base = {"model": str(prm_folder), "device": "cpu"}
     clip, _ = run_verl_reward_loop(verl.PRMRewardManager,
-                                   {"reward": {"prmkit": {**base, "placement": "clip_delta"}}},
+                                   colocated({**base, "placement": "clip_delta"}),
                                    policy_tok, data)
     credits = clip_delta_credits(want.probabilities, eta=0.5)
     assert float(clip[0].sum()) == pytest.approx(float(credits.sum()), abs=1e-5)
     outcome, _ = run_verl_reward_loop(verl.PRMRewardManager,
-                                      {"reward": {"prmkit": {**base, "placement": "outcome"}}},
+                                      colocated({**base, "placement": "outcome"}),
                                       policy_tok, data)
     last = int(data.batch["attention_mask"][0, 6:].sum()) - 1
     assert outcome[0].nonzero().flatten().tolist() == [last]
@@ -202,7 +320,7 @@ def test_verl_compute_score_as_the_naive_manager_calls_it(prm_folder, offline):
 
 def test_verl_interface_changes_get_a_clear_error(prm_folder, policy_tok, monkeypatch):
     verl = load_by_path("verl")
-    config = {"reward": {"prmkit": {"model": str(prm_folder), "device": "cpu"}}}
+    config = colocated({"model": str(prm_folder), "device": "cpu"})
     data = verl_batch(policy_tok, RESPONSES[:1])
     del data.batch["responses"]
     with pytest.raises(EngineInterfaceError, match=r"batch\['responses'\]"):

@@ -9,23 +9,31 @@ environment: PRMKIT_MODEL (the PRM folder), PRMKIT_VERIFIER_WEIGHT (0), PRMKIT_N
 (0.0: OpenRLHF has no "no reward"), PRMKIT_AGGREGATION, PRMKIT_POLICY_TOKENIZER (a folder
 whose special tokens are stripped from responses; common end-of-text tokens otherwise).
 
-`openrlhf_rewards` is the same computation on lists, the body of OpenRLHF's remote
-protocol ``{"query", "prompts", "labels"} -> {"rewards", "scores", "extra_logs"}``.
+A query's response is what follows its prompt (`prmkit.rewards.contract.response_text`:
+OpenRLHF cuts the start of a prompt longer than its budget, and then what follows the
+prompt's remaining end); a query that holds none of its prompt gets the null reward,
+flagged in extra_logs as prm_prompt_missing, never an error (the reward server follows the
+same rule). `openrlhf_rewards` is the same computation on lists, the body of OpenRLHF's
+remote protocol ``{"query", "prompts", "labels"} -> {"rewards", "scores", "extra_logs"}``
+(`openrlhf_answer` builds it; the server answers with it too).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 
-from prmkit.rewards.contract import compute_step_rewards
+from prmkit.rewards.contract import (
+    END_TOKENS,
+    CompletionRewards,
+    compute_step_rewards,
+    response_text,
+)
 from prmkit.rewards.diagnostics import verifier_rewards
 from prmkit.rewards.engines import cached_scorer, check_engine_version, setting
 
 TESTED_OPENRLHF = ("0.11",)
-END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>",
-              "</s>", "<eos>", "<pad>", "<|pad|>")
+__all__ = ["END_TOKENS", "openrlhf_answer", "openrlhf_rewards", "response_text", "reward_func"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -37,41 +45,41 @@ def _special_tokens(folder: str | None) -> tuple[str, ...]:
     return tuple(AutoTokenizer.from_pretrained(folder).all_special_tokens)
 
 
-def response_text(query: str, prompt: str, special: Sequence[str] = END_TOKENS) -> str | None:
-    """The response in an OpenRLHF query (prompt + response decoded with special tokens):
-    what follows the prompt, without trailing special tokens; None when the prompt is not
-    in the query (nothing to grade)."""
-    at = query.find(prompt)
-    if at < 0:
-        return None
-    text = query[at + len(prompt):]
-    stripped = True
-    while stripped:
-        stripped = False
-        text = text.rstrip()
-        for tok in special:
-            if tok and text.endswith(tok):
-                text, stripped = text[: -len(tok)], True
-    return text
+def openrlhf_answer(results: Sequence[CompletionRewards], prompt_missing: Sequence[bool],
+                    verdicts: Sequence[float | None] | None = None,
+                    verifier_weight: float = 0.0, null_reward: float = 0.0) -> dict:
+    """OpenRLHF's {"rewards", "scores", "extra_logs"} for scored responses, lists in input
+    order: scores = each PRM score (`null_reward` when no step is gradable); rewards =
+    scores + verifier_weight x the grader's verdict (0 when ungraded); extra_logs: one
+    number per response, never NaN (OpenRLHF logs their means): prm_score, prm_steps,
+    prm_null_score (1.0 for a null score), prm_prompt_missing (1.0 when the query did not
+    hold its prompt: no response, the null reward), and with verdicts verifier (0.0 when
+    ungraded) and verifier_graded."""
+    prm = [null_reward if r.score is None else r.score for r in results]
+    logs = {"prm_score": prm, "prm_steps": [float(len(r.steps)) for r in results],
+            "prm_null_score": [float(r.score is None) for r in results],
+            "prm_prompt_missing": [float(m) for m in prompt_missing]}
+    rewards = list(prm)
+    if verdicts is not None:
+        rewards = [p + verifier_weight * (v or 0.0) for p, v in zip(prm, verdicts, strict=True)]
+        logs["verifier"] = [v or 0.0 for v in verdicts]
+        logs["verifier_graded"] = [float(v is not None) for v in verdicts]
+    return {"rewards": rewards, "scores": prm, "extra_logs": logs}
 
 
 def openrlhf_rewards(scorer, queries: Sequence[str], prompts: Sequence[str],
                      labels: Sequence[str | None] | None = None, *, verifier_weight: float = 0.0,
                      null_reward: float = 0.0, aggregation: str | None = None,
                      special: Sequence[str] = END_TOKENS) -> dict:
-    """{"rewards", "scores", "extra_logs"} as lists in input order: reward = the PRM score
-    (`null_reward` when no step is gradable) + verifier_weight x the grader's verdict against
-    the label; scores = the PRM score alone; extra_logs: prm_score, prm_steps, verifier
-    (NaN when not graded)."""
+    """`openrlhf_answer` for OpenRLHF queries: each response is `response_text(query,
+    prompt)` (a query without its prompt gets the null reward), graded against its label
+    when verifier_weight is not 0."""
     texts = [response_text(q, p, special) for q, p in zip(queries, prompts, strict=True)]
     rewards = compute_step_rewards(scorer, list(prompts), texts, aggregation=aggregation)
-    prm = [null_reward if r.score is None else r.score for r in rewards]
-    verdicts = (verifier_rewards(texts, labels) if verifier_weight and labels is not None
-                else [None] * len(texts))
-    total = [p + verifier_weight * (v or 0.0) for p, v in zip(prm, verdicts)]
-    return {"rewards": total, "scores": prm,
-            "extra_logs": {"prm_score": prm, "prm_steps": [len(r.steps) for r in rewards],
-                           "verifier": [math.nan if v is None else v for v in verdicts]}}
+    verdicts = (verifier_rewards(texts, labels or [None] * len(texts)) if verifier_weight
+                else None)
+    return openrlhf_answer(rewards, [t is None for t in texts], verdicts, verifier_weight,
+                           null_reward)
 
 
 def reward_func(queries, prompts, labels):

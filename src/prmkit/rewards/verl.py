@@ -1,25 +1,31 @@
 """verl entry points, written against verl 0.9.1's reward interfaces (verl pins
-transformers<5.11, so prmkit's tests run verl's own loaders and `DataProto` from a side
-folder installed without its dependencies; see docs/rl.md).
+transformers<5.11, so prmkit's tests run verl's own loaders, agent loop and `DataProto` from
+a side folder installed without its dependencies; see docs/rl.md).
 
 - `compute_score(data_source, solution_str, ground_truth, extra_info)`: a
   ``custom_reward_function`` (one scalar per response, placed by verl on its last token);
   the PRM folder comes from ``custom_reward_function.reward_kwargs.model`` or $PRMKIT_MODEL.
-- `PRMRewardManager`: a reward-loop manager (``reward.reward_manager.source=importlib``)
-  whose `run_single` scores one response's steps and whose `assemble_rm_scores` writes
-  them at their step-end tokens of ``rm_scores`` / ``token_level_rewards``: for GAE
-  (PPO). verl's GRPO sums a response's token rewards into one number, which turns step
-  rewards into summed credit; with GRPO use ``placement: outcome`` or ``clip_delta``
-  (whose sum is bounded), or `compute_score`.
+- `PRMRewardManager`: a reward-loop manager (``reward.reward_manager.source=importlib``).
+  Where verl scores depends on ``reward.reward_model``: by default (``enable=False``, or
+  with ``enable_resource_pool``) each response is scored inside verl's agent loop, which
+  keeps ONE float per response (a pydantic ``Optional[float]``) and puts it on the
+  response's last token; there `run_single` returns the PRM score (``placement:
+  outcome``, the only placement that fits). Only verl's colocated reward loop
+  (``reward_model.enable=True`` without ``enable_resource_pool``) calls
+  `assemble_rm_scores`, which writes step rewards at their step-end tokens of
+  ``rm_scores`` (``placement: steps`` or ``clip_delta``); those need an advantage
+  estimator with per-token returns (``gae``, ``reinforce_plus_plus``, ``remax``): GRPO,
+  RLOO and the others sum a response's token rewards into one number, which turns step
+  rewards into summed credit and Clip-Delta credits (which telescope) into the first
+  step's alone. Other combinations raise when the manager is built.
 
 Settings of the manager: ``+reward.prmkit.model=...`` (and placement, aggregation,
-token_budget, eta), else $PRMKIT_MODEL, $PRMKIT_PLACEMENT, ...
+token_budget, eta, null_score), else $PRMKIT_MODEL, $PRMKIT_PLACEMENT, ...
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 
 from prmkit.errors import PrmkitError
 from prmkit.rewards.contract import compute_step_rewards
@@ -34,6 +40,7 @@ from prmkit.rewards.engines import (
 
 TESTED_VERL = ("0.9",)
 PLACEMENTS = ("steps", "clip_delta", "outcome")
+PER_TOKEN_RETURNS = ("gae", "reinforce_plus_plus", "remax")  # verl estimators not summing rows
 
 
 def _problem(extra_info) -> str:
@@ -48,18 +55,23 @@ def _problem(extra_info) -> str:
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     """verl custom reward function: {"score": the PRM score (prmkit's aggregation; a
     completion without a gradable step gets `null_score`, 0.0) plus `verifier_weight` times
-    the grader's verdict against ground_truth, "prm_score", "prm_steps", "verifier"}."""
+    the grader's verdict against ground_truth, "prm_score", "prm_steps", "prm_null_score"
+    (1.0 for a null score), and with a verifier weight "verifier" (1.0 / 0.0; 0.0 when
+    ungraded) and "verifier_graded"}: every value a number, never NaN."""
     check_engine_version("verl", TESTED_VERL)
     scorer = cached_scorer(kwargs)
     weight = float(setting(kwargs, "verifier_weight", 0.0, float))
     null = float(setting(kwargs, "null_score", 0.0, float))
     rewards = compute_step_rewards(scorer, [_problem(extra_info)], [solution_str],
                                    aggregation=setting(kwargs, "aggregation"))[0]
-    verdict = verifier_rewards([solution_str], [ground_truth])[0] if weight else None
     prm = null if rewards.score is None else rewards.score
-    return {"score": prm + weight * (verdict or 0.0), "prm_score": prm,
-            "prm_steps": len(rewards.steps),
-            "verifier": math.nan if verdict is None else verdict}
+    out = {"score": prm, "prm_score": prm, "prm_steps": len(rewards.steps),
+           "prm_null_score": float(rewards.score is None)}
+    if weight:
+        verdict = verifier_rewards([solution_str], [ground_truth])[0]
+        out |= {"score": prm + weight * (verdict or 0.0), "verifier": verdict or 0.0,
+                "verifier_graded": float(verdict is not None)}
+    return out
 
 
 def _settings(config) -> dict:
@@ -70,8 +82,49 @@ def _settings(config) -> dict:
     return dict(section)
 
 
+def _get(config, *keys):
+    for key in keys:
+        try:
+            config = config[key]
+        except (KeyError, TypeError, IndexError):
+            return None
+    return config
+
+
+def _colocated(config) -> bool:
+    """Whether verl 0.9 scores in its colocated reward loop (`assemble_rm_scores`, rewards
+    per token) rather than in its agent loop (one float per response)."""
+    return bool(_get(config, "reward", "reward_model", "enable")) and \
+        not _get(config, "reward", "reward_model", "enable_resource_pool")
+
+
+def _estimator(config) -> str | None:
+    value = _get(config, "algorithm", "adv_estimator")
+    return None if value is None else str(getattr(value, "value", value))
+
+
+def _check_placement(placement: str, per_token: bool, estimator: str | None) -> None:
+    if placement not in PLACEMENTS:
+        raise PrmkitError(f"placement {placement!r}: choose one of {', '.join(PLACEMENTS)}")
+    if placement == "outcome":
+        return
+    if not per_token:
+        raise PrmkitError(
+            f"placement {placement!r} puts rewards on step-end tokens, but verl scores in its "
+            "agent loop here (reward.reward_model.enable=False, or enable_resource_pool), "
+            "which keeps one float per response: use placement=outcome (aggregation=min for "
+            "the worst step), or verl's colocated reward loop")
+    if estimator is not None and estimator not in PER_TOKEN_RETURNS:
+        raise PrmkitError(
+            f"placement {placement!r} with algorithm.adv_estimator={estimator}: that "
+            "estimator sums a response's token rewards into one number (clip_delta's credits "
+            "then keep only the first step's, steps pay for more steps); use placement="
+            f"outcome, or an estimator with per-token returns ({', '.join(PER_TOKEN_RETURNS)})")
+
+
 class PRMRewardManager:
-    """verl reward-loop manager writing step rewards at their step-end tokens (see module)."""
+    """verl reward-loop manager: the PRM score per response in verl's agent loop, step
+    rewards at their step-end tokens in its colocated reward loop (see the module)."""
 
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None,
                  reward_model_tokenizer=None, **kwargs):
@@ -79,10 +132,12 @@ class PRMRewardManager:
         self.config = config
         self.tokenizer = tokenizer
         self.settings = {**_settings(config), **kwargs}
-        self.placement = setting(self.settings, "placement", "steps")
-        if self.placement not in PLACEMENTS:
-            raise PrmkitError(f"placement {self.placement!r}: choose one of {', '.join(PLACEMENTS)}")
+        self.per_token = _colocated(config)
+        self.placement = setting(self.settings, "placement",
+                                 "steps" if self.per_token else "outcome")
+        _check_placement(self.placement, self.per_token, _estimator(config))
         self.eta = float(setting(self.settings, "eta", 0.5, float))
+        self.null_score = float(setting(self.settings, "null_score", 0.0, float))
         self.scorer = cached_scorer(self.settings)
         self._waiting: list[tuple[str, list[int], asyncio.Future]] = []
         self._tasks: set[asyncio.Task] = set()  # flushes in flight (kept from collection)
@@ -106,16 +161,20 @@ class PRMRewardManager:
 
     def _placed(self, r, ids: list[int]) -> dict:
         ends = [s.policy_token_end for s in r.steps]
+        score = self.null_score if r.score is None else r.score
+        info = {"prm_score": score, "prm_steps": len(r.steps),
+                "prm_null_score": float(r.score is None)}
+        if not self.per_token:  # verl's agent loop: one float, on the last token
+            return {"reward_score": float(score), "reward_extra_info": info}
         if self.placement == "outcome" or not r.steps:
             positions = [len(ids) - 1] if ids else []
-            values = [0.0 if r.score is None else r.score] if ids else []
+            values = [score] if ids else []
         elif self.placement == "clip_delta":
             positions, values = ends, clip_delta_credits(r.probabilities, eta=self.eta).tolist()
         else:
             positions, values = ends, [0.0 if p is None else p for p in r.probabilities]
         return {"reward_score": {"positions": positions, "values": values},
-                "reward_extra_info": {"prm_score": math.nan if r.score is None else r.score,
-                                      "prm_steps": len(r.steps)}}
+                "reward_extra_info": info}
 
     def _start_flush(self, loop) -> None:
         task = loop.create_task(self._flush())
