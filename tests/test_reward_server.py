@@ -86,13 +86,13 @@ class LiveServer:
     """The app under uvicorn in a thread on 127.0.0.1."""
 
     def __init__(self, scorer, score=None, rules: TextRules | None = None, policy_tokenizer=None,
-                 **settings):
+                 count=None, **settings):
         backend = ScorerBackend(scorer, policy_tokenizer=policy_tokenizer)
         settings = {"max_wait_ms": 20.0, **settings}
-        self.engine = RewardEngine(score or backend.score, backend.count_tokens,
+        self.engine = RewardEngine(score or backend.score, count or backend.count_tokens,
                                    EngineSettings(**settings))
         self.app = create_app(self.engine, api_key=KEY, rules=rules,
-                              has_policy_tokenizer=policy_tokenizer is not None)
+                              policy_tokenizer=policy_tokenizer)
         self.url = f"http://127.0.0.1:{free_port()}"
         config = uvicorn.Config(self.app, host="127.0.0.1", port=int(self.url.rsplit(":", 1)[1]),
                                 log_level="warning", timeout_graceful_shutdown=20)
@@ -342,7 +342,6 @@ def test_every_route_checks_the_api_key_before_reading_a_body(scorer):
     ("/v1/step_rewards", {"prompts": ["a"], "completions": ["x"], "policy_token_ids": [[1]]},
      422, "policy_token_ids"),
     ("/v1/step_rewards", {"prompts": ["a"], "completion": ["x"]}, 422, "completions"),
-    ("/get_reward", {"query": ["ab", "cd"], "prompts": ["a", "x"]}, 422, "query[1]"),
     ("/get_reward", {"query": ["ab"]}, 422, "prompts"),
     ("/get_reward", {"query": ["ab"], "prompts": ["a"], "labels": [1, 2]}, 422, "labels"),
     ("/get_reward", b"{not json", 422, "body"),
@@ -454,3 +453,108 @@ def test_a_trailing_separator_on_the_prompt_changes_no_reward_on_any_route(score
     assert openrlhf["scores"] == pytest.approx([want.score] * 3, abs=1e-5)
     assert_same_rewards(steps["results"], as_json([want] * 3))
     assert_same_rewards(as_json(offline_rewards), as_json([want] * 3))
+
+
+def test_counting_a_large_request_stalls_neither_health_nor_other_requests(scorer):
+    # counting ran on the event loop: one 48 MiB /get_reward held /health for 36 s
+    backend = ScorerBackend(scorer)
+    entered, release = threading.Event(), threading.Event()
+
+    def count(items):
+        if len(items) > 1:  # the large request: held until the others are answered
+            entered.set()
+            assert release.wait(60)
+        return backend.count_tokens(items)
+
+    big = [completion(k + 1) + "\n\n" + "We add 17 and 25 to get 42. " * 40 for k in range(8)]
+    with LiveServer(scorer, count=count) as server, ThreadPoolExecutor(1) as pool:
+        try:
+            pending = pool.submit(httpx.post, server.url + "/get_reward", headers=AUTH,
+                                  timeout=60, json={"query": [PROBLEMS[0] + c for c in big],
+                                                    "prompts": [PROBLEMS[0]] * 8})
+            assert entered.wait(30)
+            start = time.monotonic()
+            health = httpx.get(server.url + "/health", headers=AUTH, timeout=10)
+            small = httpx.post(server.url + "/v1/step_rewards", headers=AUTH, timeout=30,
+                               json={"prompts": PROBLEMS[1:2], "completions": [completion(2)]})
+            waited = time.monotonic() - start
+        finally:
+            release.set()
+        answer = pending.result(60)
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert small.status_code == 200 and waited < 10
+    assert answer.status_code == 200
+    want = offline(scorer, [PROBLEMS[0]] * 8, big)
+    assert answer.json()["scores"] == pytest.approx([w.score or 0.0 for w in want], abs=1e-5)
+
+
+def test_a_query_missing_its_prompt_gets_one_reward_from_the_server_and_the_reward_file(scorer):
+    # OpenRLHF cuts the start of a prompt over its budget: the reward file gave 0.0, the
+    # server 422 (which OpenRLHF's client retries 5 times, then raises)
+    from prmkit.rewards.openrlhf import openrlhf_rewards
+
+    prompt = "Solve the problem below step by step, one step a paragraph. " * 3 + PROBLEMS[0]
+    text = completion(2)
+    queries = [prompt[70:] + text + "</s>",  # the prompt's end only
+               "\ufffd" + prompt[71:] + text,  # its first token a broken character
+               "Another problem entirely. " + text]  # none of the prompt: nothing to grade
+    prompts = [prompt] * 3
+    from_file = openrlhf_rewards(scorer, queries, prompts)
+    with LiveServer(scorer) as server:
+        r = httpx.post(server.url + "/get_reward", headers=AUTH, timeout=60,
+                       json={"query": queries, "prompts": prompts})
+    assert r.status_code == 200, r.text
+    body, want = r.json(), offline(scorer, [prompt], [text])[0].score
+    assert body["scores"] == pytest.approx([want, want, 0.0], abs=1e-5)
+    assert from_file["scores"] == pytest.approx(body["scores"], abs=1e-5)
+    assert body["extra_logs"].keys() == from_file["extra_logs"].keys()
+    for name, values in body["extra_logs"].items():
+        assert values == pytest.approx(from_file["extra_logs"][name], abs=1e-5), name
+    assert body["extra_logs"]["prm_steps"] == [3.0, 3.0, 0.0]  # the response was found
+    assert body["extra_logs"]["prm_prompt_missing"] == [0.0, 0.0, 1.0]
+
+
+def test_bad_policy_token_ids_get_a_422_naming_the_item_before_any_scoring(scorer):
+    from prmkit.models.backbones import train_tokenizer
+
+    policy = train_tokenizer(STEPS * 3, vocab_size=300, split_digits=True)
+    prompts, completions = client_items(4)
+    ids = [policy(c, add_special_tokens=False)["input_ids"] for c in completions]
+    backend, scored = ScorerBackend(scorer, policy_tokenizer=policy), []
+
+    def score(items):
+        scored.append(len(items))
+        return backend.score(items)
+
+    with LiveServer(scorer, score=score, policy_tokenizer=policy) as server:
+        post = lambda rows: httpx.post(server.url + "/v1/step_rewards", headers=AUTH,  # noqa: E731
+                                       timeout=60, json={"prompts": prompts,
+                                                         "completions": completions,
+                                                         "policy_token_ids": rows})
+        for bad, says in [([-3, *ids[1]], "id -3 at position 0 is not a token id"),
+                          ([*ids[1], 10**9], "id 1000000000 at position"),
+                          (ids[0], "they decode to")]:  # another completion's ids
+            r = post([ids[0], bad, ids[2]])
+            assert r.status_code == 422, r.text
+            assert r.json()["field"] == "policy_token_ids[1]" and says in r.json()["error"]
+        assert scored == []  # refused before the forward pass
+        assert post(ids).status_code == 200 and scored == [3]
+
+
+def test_a_client_leaving_mid_upload_is_counted_as_499_not_an_asgi_error(scorer):
+    with LiveServer(scorer) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(f"POST /get_reward HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}"
+                     "\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n"
+                     '{"query": ["What is 2'.encode())  # 21 of the 64 bytes announced
+        time.sleep(0.2)
+        sock.close()
+        deadline = time.monotonic() + 30
+        while server.metric("prmkit_reward_requests_total", route="/get_reward",
+                            status="499") < 1:
+            assert time.monotonic() < deadline, "a client that left mid-upload was not counted"
+            time.sleep(0.05)
+        assert server.metric("prmkit_reward_requests_total", route="/get_reward",
+                             status="500") == 0
+        assert httpx.get(server.url + "/health", headers=AUTH, timeout=10).status_code == 200

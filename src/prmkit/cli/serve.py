@@ -71,7 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         share_prefixes=not args.no_share_prefixes)
     engine = RewardEngine(backend.score, backend.count_tokens, settings)
     app = create_app(engine, api_key=key, rules=rules,
-                     has_policy_tokenizer=args.policy_tokenizer is not None)
+                     policy_tokenizer=backend.policy_tokenizer)
     if key is None:
         print(f"prmkit: note: no API key (${API_KEY_ENV}): anyone who reaches {args.host}:"
               f"{args.port} can ask for rewards", file=sys.stderr)

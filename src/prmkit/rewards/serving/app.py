@@ -1,10 +1,12 @@
 """The HTTP layer of the reward server: parse, validate, await the engine.
 
 Every route first checks who is asking (`Authorization: Bearer KEY` or `X-API-Key: KEY`
-when the server has a key) and only then reads the body, in bounded size. Answers:
-401 without the key, 413 for a body or request too large, 422 naming the bad field,
-503 with Retry-After when the queue is full or the server is stopping, 499 (logged
-only: nobody reads it) when the client went away before its rewards were ready.
+when the server has a key) and only then reads the body, in bounded size. A large body is
+parsed and checked, and its tokens counted, on worker threads: the event loop keeps
+answering other requests and /health meanwhile. Answers: 401 without the key, 413 for a
+body or request too large, 422 naming the bad field, 503 with Retry-After when the queue
+is full or the server is stopping, 499 (logged only: nobody reads it) when the client
+went away before its rewards were ready, its body sent in full or not.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from contextlib import asynccontextmanager
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
+from prmkit.rewards.contract import PolicyTokens
+from prmkit.rewards.openrlhf import openrlhf_answer
 from prmkit.rewards.serving import protocol
-from prmkit.rewards.serving.engine import Overloaded, RewardEngine, TooLarge
+from prmkit.rewards.serving.engine import INLINE_COUNT_CHARS, Overloaded, RewardEngine, TooLarge
 from prmkit.rewards.serving.metrics import CONTENT_TYPE, ServerMetrics
 
 log = logging.getLogger("prmkit.rewards.serving")
@@ -75,11 +80,14 @@ def _error(status: int, message: str, field: str | None = None, **headers) -> JS
 def create_app(engine: RewardEngine, *, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY,
                rules: protocol.TextRules | None = None,
-               has_policy_tokenizer: bool = False) -> FastAPI:
-    """The app over `engine` (started and drained by the app's lifespan)."""
+               policy_tokenizer=None) -> FastAPI:
+    """The app over `engine` (started and drained by the app's lifespan). policy_tokenizer:
+    the policy's tokenizer the engine's score function maps step ends with (None: requests
+    with policy_token_ids are refused)."""
     metrics = engine.observer if isinstance(engine.observer, ServerMetrics) else ServerMetrics()
     engine.observer = metrics
     rules = rules or protocol.TextRules()
+    policy = None if policy_tokenizer is None else PolicyTokens(policy_tokenizer)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -94,12 +102,18 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
                   dependencies=[Depends(_authorizer(api_key))])
     app.state.engine, app.state.metrics = engine, metrics
 
-    async def answer(request: Request, route: str, model, to_items, to_response) -> Response:
+    async def answer(request: Request, route: str, prepare, to_response) -> Response:
         start = time.monotonic()
         try:
-            req = protocol.parse(model, await read_body(request, max_body_bytes))
-            items = to_items(req)
-            future = engine.enqueue(items)
+            body = await read_body(request, max_body_bytes)
+            if len(body) <= INLINE_COUNT_CHARS:
+                req, items = prepare(body)
+            else:
+                req, items = await asyncio.to_thread(prepare, body)
+            future = await engine.enqueue(items)
+        except ClientDisconnect:
+            metrics.answered(route, CLIENT_GONE)
+            return Response(status_code=CLIENT_GONE)
         except protocol.BadField as e:
             metrics.answered(route, 422)
             return _error(422, str(e), e.field)
@@ -130,28 +144,28 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
         return Response(orjson.dumps(body), media_type="application/json")
 
     async def openrlhf_body(req, items, results) -> dict:
+        missing = [it.completion is None for it in items]
         if not rules.verifier_weight:
-            return protocol.openrlhf_response(results)
+            return openrlhf_answer(results, missing)
         from prmkit.rewards.diagnostics import verifier_rewards
 
         gold = req.labels or [None] * len(items)
         verdicts = await asyncio.to_thread(verifier_rewards, [it.completion for it in items],
                                            gold)
-        return protocol.openrlhf_response(results, verdicts, rules.verifier_weight)
+        return openrlhf_answer(results, missing, verdicts, rules.verifier_weight)
 
     async def step_body(req, items, results) -> dict:
         return protocol.step_response(results, req.request_id)
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> Response:
-        return await answer(request, "/get_reward", protocol.OpenRLHFRequest,
-                            lambda r: protocol.openrlhf_items(r, rules), openrlhf_body)
+        return await answer(request, "/get_reward",
+                            lambda body: protocol.prepare_openrlhf(body, rules), openrlhf_body)
 
     @app.post("/v1/step_rewards")
     async def step_rewards(request: Request) -> Response:
-        return await answer(request, "/v1/step_rewards", protocol.StepRewardsRequest,
-                            lambda r: protocol.step_items(r, rules, has_policy_tokenizer),
-                            step_body)
+        return await answer(request, "/v1/step_rewards",
+                            lambda body: protocol.prepare_steps(body, rules, policy), step_body)
 
     @app.get("/health")
     async def health() -> Response:

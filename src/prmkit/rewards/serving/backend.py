@@ -42,7 +42,7 @@ class ScorerBackend:
     def count_tokens(self, items: Sequence[Item]) -> list[int]:
         """Tokens of prompt + completion (a close estimate of what one forward reads); when
         the scorer shares prefixes, a prompt repeated within `items` counts once."""
-        enc = self.tokenizer([it.prompt + it.completion for it in items],
+        enc = self.tokenizer([it.prompt + (it.completion or "") for it in items],
                              add_special_tokens=False)["input_ids"]
         counts = [len(ids) for ids in enc]
         if not getattr(self.scorer, "shares_prefixes", False):

@@ -7,6 +7,9 @@ gathers, so a busy server needs no waiting at all. A batch that finds the queue 
 waits at most `max_wait_ms` for more, and only while requests have been arriving more
 often than that (a lone client is never kept waiting).
 
+A large request's tokens are counted on a worker thread before it is queued, so counting
+it never stalls the event loop (health checks, other requests).
+
 Backpressure lives here, not in the routes: a request that would take the queue past
 `max_queue_items` completions raises `Overloaded` (with a Retry-After estimate), one
 larger than the queue could ever hold raises `TooLarge`. A request whose client went
@@ -35,11 +38,12 @@ log = logging.getLogger("prmkit.rewards.serving")
 
 @dataclass(frozen=True)
 class Item:
-    """One completion to score: its prompt, its text, and optionally the policy's token ids
-    of the completion (for the index of the policy token that ends each step)."""
+    """One completion to score: its prompt, its text (None: there is none, as for a query
+    without its prompt: no steps, the null score), and optionally the policy's token ids of
+    the completion (for the index of the policy token that ends each step)."""
 
     prompt: str
-    completion: str
+    completion: str | None
     policy_token_ids: tuple[int, ...] | None = None
 
 
@@ -47,6 +51,9 @@ class Item:
 ScoreFn = Callable[[Sequence[Item]], list[Any]]
 # count_tokens(items) -> the model's token count of each item (for the token budget)
 CountFn = Callable[[Sequence[Item]], list[int]]
+
+
+INLINE_COUNT_CHARS = 8192  # requests up to this many characters are counted on the loop
 
 
 class EngineError(PrmkitError):
@@ -150,24 +157,33 @@ class RewardEngine:
         return len(self._queue), self._queued_items
 
     # ---- submitting -----------------------------------------------------------------------
-    def enqueue(self, items: Sequence[Item]) -> asyncio.Future:
-        """Queue one request's items; the future resolves to their results in order.
-        Raises TooLarge, Overloaded or ShuttingDown at once (nothing is queued then)."""
-        items = list(items)
+    def _check_room(self, n: int) -> None:
         cap = self.settings.max_queue_items
-        if len(items) > cap:
-            raise TooLarge(f"{len(items)} completions in one request; this server takes at "
-                           f"most {cap}")
+        if n > cap:
+            raise TooLarge(f"{n} completions in one request; this server takes at most {cap}")
         if self._closing or self._task is None:
             raise ShuttingDown("the server is shutting down", retry_after=1)
-        if self._queued_items + len(items) > cap:
+        if self._queued_items + n > cap:
             raise Overloaded(f"queue full ({self._queued_items} completions waiting)",
                              retry_after=self.retry_after())
+
+    async def enqueue(self, items: Sequence[Item]) -> asyncio.Future:
+        """Queue one request's items; the future resolves to their results in order.
+        Raises TooLarge, Overloaded or ShuttingDown (nothing is queued then): at once, and
+        again after the tokens of a request over INLINE_COUNT_CHARS are counted on a worker
+        thread, so that a large request holds up no other (the event loop goes on serving
+        meanwhile; it joins the queue once counted)."""
+        items = list(items)
+        self._check_room(len(items))
         future = asyncio.get_running_loop().create_future()
         if not items:
             future.set_result([])
             return future
-        tokens = sum(self.count_tokens(items))
+        if sum(len(it.prompt) + len(it.completion or "") for it in items) <= INLINE_COUNT_CHARS:
+            tokens = sum(self.count_tokens(items))
+        else:
+            tokens = sum(await asyncio.to_thread(self.count_tokens, items))
+            self._check_room(len(items))
         self._note_arrival()
         self._queue.append(Job(items, tokens, future))
         self._queued_items += len(items)
@@ -178,7 +194,7 @@ class RewardEngine:
 
     async def submit(self, items: Sequence[Item]) -> list[Any]:
         """Score `items` with the others waiting; cancelling the call drops the request."""
-        future = self.enqueue(items)
+        future = await self.enqueue(items)
         try:
             return await future
         finally:

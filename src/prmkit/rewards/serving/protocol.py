@@ -4,13 +4,20 @@
 `{"query": [prompt + response, ...], "prompts": [...], "labels": [...]}` (newer versions
 may add fields such as `datasources`; they are ignored) and reads `rewards` (one float
 each), `scores` (used for dynamic filtering) and `extra_logs` (name -> one value each).
-The response of each query is the text after its prompt, without trailing end-of-text
-tokens (`prmkit.rewards.openrlhf.response_text`, as OpenRLHF's reward-file entry point).
+The response of each query is the text after its prompt (or after the end of a prompt
+OpenRLHF cut), without trailing end-of-text tokens; a query holding none of its prompt gets
+the null reward (`prmkit.rewards.contract.response_text`, the rule of OpenRLHF's
+reward-file entry point, whose `openrlhf_answer` builds both answers).
 
 `POST /v1/step_rewards` returns the step contract (`prmkit.rewards.contract`):
 `{"prompts": [...], "completions": [...], "policy_token_ids": [[...], ...] | null}` ->
 `{"results": [{"steps": [{"probability", "char_start", "char_end", "policy_token_end"}],
-"score"}], "request_id"}`.
+"score"}], "request_id"}`. Policy token ids are checked before anything is queued: ids the
+policy tokenizer does not have, or that do not decode to their completion, get a 422 naming
+the item.
+
+`prepare_openrlhf` and `prepare_steps` parse and check a body (CPU work, run off the event
+loop by the app).
 """
 
 from __future__ import annotations
@@ -22,10 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from prmkit.rewards.contract import CompletionRewards
-from prmkit.rewards.openrlhf import END_TOKENS, response_text
+from prmkit.rewards.contract import END_TOKENS, CompletionRewards, PolicyTokens, response_text
 from prmkit.rewards.serving.engine import Item
-from prmkit.scoring.aggregate import NULL_STEP_SCORE
 
 
 class BadField(ValueError):
@@ -124,44 +129,40 @@ class TextRules:
 
 
 def openrlhf_items(req: OpenRLHFRequest, rules: TextRules) -> list[Item]:
+    """One item per query; a query without its prompt has completion None (no steps)."""
     if req.prompts is None:
         raise BadField("prompts", "is required: the response of each query is the text after "
                                   "its prompt")
     _equal_lengths("query", req.query, prompts=req.prompts, labels=req.labels)
-    items = []
-    for i, (query, prompt) in enumerate(zip(req.query, req.prompts, strict=True)):
-        response = response_text(query, prompt, rules.end_tokens)
-        if response is None:
-            raise BadField(f"query[{i}]", f"does not contain prompts[{i}]")
-        items.append(Item(rules.problem(prompt, f"prompts[{i}]"), response))
-    return items
+    return [Item(rules.problem(prompt, f"prompts[{i}]"),
+                 response_text(query, prompt, rules.end_tokens))
+            for i, (query, prompt) in enumerate(zip(req.query, req.prompts, strict=True))]
 
 
-def step_items(req: StepRewardsRequest, rules: TextRules, has_policy_tokenizer: bool) -> list[Item]:
-    if req.policy_token_ids is not None and not has_policy_tokenizer:
+def step_items(req: StepRewardsRequest, rules: TextRules,
+               policy: PolicyTokens | None) -> list[Item]:
+    if req.policy_token_ids is not None and policy is None:
         raise BadField("policy_token_ids", "this server has no policy tokenizer to decode them "
                                            "(start it with --policy-tokenizer)")
     ids = req.policy_token_ids or [None] * len(req.prompts)
-    return [Item(rules.problem(p, f"prompts[{i}]"), c,
-                 None if t is None else tuple(t))
-            for i, (p, c, t) in enumerate(zip(req.prompts, req.completions, ids, strict=True))]
+    items = []
+    for i, (p, c, t) in enumerate(zip(req.prompts, req.completions, ids, strict=True)):
+        problem = None if t is None else policy.ids_problem(t, c)
+        if problem is not None:
+            raise BadField(f"policy_token_ids[{i}]", problem)
+        items.append(Item(rules.problem(p, f"prompts[{i}]"), c, None if t is None else tuple(t)))
+    return items
 
 
-def openrlhf_response(results: Sequence[CompletionRewards],
-                      verdicts: Sequence[float | None] | None = None,
-                      verifier_weight: float = 0.0) -> dict:
-    """scores = each completion's PRM score (NULL_STEP_SCORE when it has none); rewards =
-    scores + verifier_weight x the grader's verdict (0 when ungraded), as OpenRLHF's
-    reward-file entry point gives them; extra_logs: one value per completion."""
-    prm = [NULL_STEP_SCORE if r.score is None else r.score for r in results]
-    logs = {"prm_score": prm, "prm_steps": [float(len(r.steps)) for r in results],
-            "prm_null_score": [float(r.score is None) for r in results]}
-    rewards = list(prm)
-    if verdicts is not None:
-        rewards = [p + verifier_weight * (v or 0.0) for p, v in zip(prm, verdicts, strict=True)]
-        logs["verifier"] = [v or 0.0 for v in verdicts]
-        logs["verifier_graded"] = [float(v is not None) for v in verdicts]
-    return {"rewards": rewards, "scores": prm, "extra_logs": logs}
+def prepare_openrlhf(body: bytes, rules: TextRules) -> tuple[OpenRLHFRequest, list[Item]]:
+    req = parse(OpenRLHFRequest, body)
+    return req, openrlhf_items(req, rules)
+
+
+def prepare_steps(body: bytes, rules: TextRules, policy: PolicyTokens | None
+                  ) -> tuple[StepRewardsRequest, list[Item]]:
+    req = parse(StepRewardsRequest, body)
+    return req, step_items(req, rules, policy)
 
 
 def step_response(results: Sequence[CompletionRewards], request_id: str | None) -> dict:
