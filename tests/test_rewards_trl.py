@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 import torch
 import trl
+from datasets import Dataset
 from test_rewards_contract import POLICY_TEXT
 from test_scoring import make_model
 
 from prmkit.models.backbones import tiny_random
 from prmkit.rewards.contract import compute_step_rewards
+from prmkit.rewards.credit import mix_verifier, spread_to_tokens, step_advantages
+from prmkit.rewards.diagnostics import verifier_rewards
 from prmkit.rewards.trl import ProcessReward, TRLInterfaceError, VerifierReward, check_trl_interface
 from prmkit.scoring import Scorer
 
@@ -51,6 +54,88 @@ def test_reward_func_follows_trls_keyword_contract_plain_and_conversational(scor
         [1.0, 0.0, 0.0]
 
 
+def add(a: int, b: int) -> int:
+    """Adds two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+THINK = "<think>\nLet x be a number.\n\nThen 2x + 3 = 11, so 2x = 8.\n</think>\n\n"
+ANSWER = "So x = 4.\n\n# Answer\n\n4<|im_end|>"
+TOOL = ('We add 17 and 25 to get 42.\n<tool_call>\n{"name": "add", "arguments": {"a": 17, '
+        '"b": 25}}\n</tool_call><|im_end|>')
+
+
+@pytest.fixture(scope="module")
+def chat_policy():
+    """A tiny policy with Qwen3's chat template, whose responses TRL parses (transformers'
+    response template): reasoning blocks and tool calls come out of `content`."""
+    from trl.chat_template_utils import qwen3_chat_template
+
+    from prmkit.models.backbones import train_tokenizer
+
+    tok = train_tokenizer(POLICY_TEXT, vocab_size=300)
+    tok.add_tokens(["<|im_start|>", "<|im_end|>"], special_tokens=True)
+    tok.add_tokens(["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+                    "</tool_response>"])
+    tok.eos_token, tok.chat_template = "<|im_end|>", qwen3_chat_template
+    model, _ = tiny_random(seed=3, hidden_size=32, corpus=POLICY_TEXT, vocab_size=300)
+    model.resize_token_embeddings(len(tok))
+    model.config.eos_token_id = model.generation_config.eos_token_id = tok.eos_token_id
+    return model, tok
+
+
+def test_conversational_step_ends_land_on_the_ids_trl_trains_not_in_the_think_block(
+        tmp_path, scorer, chat_policy):
+    """TRL 1.16's own generation path with a parsed response: `content` lacks the reasoning
+    block that `completion_ids` hold, and a tool call makes a completion of two assistant
+    turns; only the sampling is scripted."""
+    from trl import GRPOConfig
+
+    from prmkit.rewards.trl import ProcessRewardGRPOTrainer
+
+    model, tok = chat_policy
+
+    class Scripted(ProcessRewardGRPOTrainer):
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                  has_tool_images=False):
+            after_tool = len(prompt_ids) == 1  # the tool loop: the second turn of row 1
+            texts = [ANSWER] if after_tool else [THINK + ANSWER, THINK + TOOL]
+            return [tok(t, add_special_tokens=False)["input_ids"] for t in texts], None
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2,
+                      num_generations=2, max_completion_length=256, use_cpu=True, bf16=False,
+                      report_to="none", save_strategy="no")
+    row = {"prompt": [{"role": "user", "content": PROBLEM}], "problem": PROBLEM}
+    trainer = Scripted(model=model, processing_class=tok, args=args, tools=[add],
+                       train_dataset=Dataset.from_list([row] * 2), credit="min",
+                       reward_funcs=[ProcessReward(scorer)])
+    out = trainer._generate_and_score_completions([dict(row), dict(row)])
+    prm, mask = trainer.process_reward, out["completion_mask"]
+    answer = ANSWER.removesuffix("<|im_end|>")
+    turns = [[answer], [TOOL.split("\n<tool_call>")[0], answer]]  # what the policy wrote
+    for i, r in enumerate(prm.last):
+        ids = out["completion_ids"][i][: int(mask[i].sum())].tolist()
+        text = "\n\n".join(turns[i])  # both turns of the tool call, not the last alone
+        want = compute_step_rewards(scorer, [PROBLEM], [text])[0]
+        assert [(s.char_start, s.char_end) for s in r.steps] == \
+            [(s.char_start, s.char_end) for s in want.steps]
+        assert r.probabilities == pytest.approx(want.probabilities, abs=1e-5)
+        think_end = len(tok(THINK, add_special_tokens=False)["input_ids"]) - 1
+        for s in r.steps:  # each end is the token where its step's text ends in the ids
+            step = text[s.char_start: s.char_end]
+            assert tok.decode(ids[: s.policy_token_end + 1], skip_special_tokens=True) \
+                .rstrip().endswith(step), (i, step)
+            assert not tok.decode(ids[: s.policy_token_end], skip_special_tokens=True) \
+                .rstrip().endswith(step)
+            assert s.policy_token_end > think_end  # not inside the reasoning block
+    assert len(prm.last[1].steps) == 3 and out["advantages"].shape == mask.shape
+
+
 def test_installed_trl_has_the_tested_interface():
     assert check_trl_interface() == trl.__version__
 
@@ -87,7 +172,8 @@ def test_grpo_trainer_runs_with_per_token_process_advantages(tmp_path, scorer, p
 
     class Recording(ProcessRewardGRPOTrainer):
         def _compute_loss(self, model, inputs):
-            seen.append((inputs["advantages"].clone(), inputs["completion_mask"].clone()))
+            seen.append((inputs["advantages"].clone(), inputs["completion_mask"].clone(),
+                         inputs["completion_ids"].clone()))
             return super()._compute_loss(model, inputs)
 
     rows = [{"prompt": PROBLEM, "problem": PROBLEM, "answer": "4"}] * 4
@@ -103,20 +189,24 @@ def test_grpo_trainer_runs_with_per_token_process_advantages(tmp_path, scorer, p
                         verifier_weight=0.5)
     trainer.train()
     assert trainer.state.global_step == 2
-    assert seen and all(a.dim() == 2 and a.shape == m.shape for a, m in seen)
-    assert all(bool((a[m == 0] == 0).all()) for a, m in seen)  # nothing on padding
-    varying = [r for a, m in seen for r, mr in zip(a, m) if len(set(r[mr == 1].tolist())) > 1]
+    assert seen and all(a.dim() == 2 and a.shape == m.shape for a, m, _ in seen)
+    assert all(bool((a[m == 0] == 0).all()) for a, m, _ in seen)  # nothing on padding
+    varying = [r for a, m, _ in seen for r, mr in zip(a, m) if len(set(r[mr == 1].tolist())) > 1]
     assert varying, "no completion got different credit on different steps"
-    prm = trainer.process_reward
-    assert max(len(r.steps) for r in prm.last) >= 2
-    # TRL shuffles the rows it trains on: compare the last batch's rows as a multiset
-    advantages, mask = seen[-1]
-    want = trainer.token_advantages(prm.last, prm.last_lengths, 4, mask.size(1),
-                                    trainer.verifier.last)
-    want = want * (torch.arange(mask.size(1))[None, :] < torch.tensor(prm.last_lengths)[:, None]).numpy()
-    got_rows = np.array(sorted(map(tuple, np.round(advantages.numpy(), 4).tolist())))
-    want_rows = np.array(sorted(map(tuple, np.round(want, 4).tolist())))
-    assert np.allclose(got_rows, want_rows, atol=2e-4)
+    assert max(len(r.steps) for r in trainer.process_reward.last) >= 2
+    # The last batch's credit, recomputed from the ids the loss saw (one group: one prompt):
+    # their decoding's step rewards, PURE's min-form credit, the grader's verdict at 0.5
+    advantages, mask, ids = seen[-1]
+    lengths = mask.sum(dim=1).tolist()
+    rows = [ids[i, :n].tolist() for i, n in enumerate(lengths)]
+    texts = [tok.decode(r, skip_special_tokens=True) for r in rows]
+    rewards = compute_step_rewards(scorer, [PROBLEM] * 4, texts, policy_tokenizer=tok,
+                                   policy_token_ids=rows)
+    credit = mix_verifier(step_advantages("min", [r.probabilities for r in rewards], [0] * 4),
+                          verifier_rewards(texts, ["4"] * 4), [0] * 4, weight=0.5)
+    want = spread_to_tokens(credit, [[s.policy_token_end for s in r.steps] for r in rewards],
+                            lengths, mask.size(1))
+    assert np.allclose(advantages.numpy(), want, atol=1e-5)
     logged = {k for entry in trainer.state.log_history for k in entry}
     assert {"prm/steps_per_completion", "prm/prm_verifier_agreement"} <= logged
     assert any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))

@@ -9,7 +9,13 @@ Tested with TRL 1.16.0 (constraints.txt). What this relies on, checked when the 
 built (a TRL whose interface changed gets `TRLInterfaceError`, never a silent wrong reward):
 
 - reward functions are called as ``f(prompts=, completions=, completion_ids=, **columns)``
-  with one row per completion, and None is read as "no reward" (NaN, left out of baselines);
+  with one row per completion; a None becomes NaN, and TRL leaves a row out of its own
+  baselines only when every reward function returns None for it (beside another reward
+  function, a None counts as 0 in TRL's weighted sum);
+- a conversational completion is a list of messages whose ``content`` is TRL's parsed
+  response (a reasoning block and tool calls taken out), while ``completion_ids`` are every
+  token TRL trains on (the reasoning block, every turn, tool results included): step ends
+  are placed on those ids by finding each assistant message's content in their decoding;
 - ``GRPOTrainer._generate_and_score_completions(inputs)`` returns a dict whose
   "advantages" is (B,) and whose "completion_ids" / "completion_mask" are (B, T), rows in
   the order the reward functions saw them, groups of `num_generations` consecutive rows;
@@ -18,22 +24,27 @@ built (a TRL whose interface changed gets `TRLInterfaceError`, never a silent wr
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import inspect
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from prmkit.errors import PrmkitError
-from prmkit.rewards.contract import CompletionRewards, compute_step_rewards
+from prmkit.rewards.contract import CompletionRewards, PolicyTokens, compute_step_rewards
 from prmkit.rewards.credit import (
     DEFAULT_EPS,
     credit_rule,
     mix_verifier,
     spread_to_tokens,
     step_advantages,
+    tokens_per_step,
 )
 from prmkit.rewards.diagnostics import batch_diagnostics, verifier_rewards
 
+log = logging.getLogger("prmkit.rewards")
 TESTED_TRL = ("1.16",)  # major.minor versions whose GRPOTrainer internals were tested
 
 
@@ -52,6 +63,39 @@ def _text(message_or_text) -> str | None:
     return None
 
 
+def _turns(completion) -> list[str] | None:
+    """What the policy wrote, as TRL passes it: a string, or the non-empty content of each
+    assistant message of a conversational completion (None: neither)."""
+    if isinstance(completion, str):
+        return [completion]
+    if not isinstance(completion, list):
+        return None
+    return [m["content"] for m in completion
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"
+            and isinstance(m.get("content"), str) and m["content"].strip()]
+
+
+def _segments(decoded: str, turns: list[str], sep: str) -> list[tuple[int, int, int]] | None:
+    """Where each turn of the PRM's text (the turns joined by `sep`) lies in the decoded
+    ids: (start in the text, start in the decoding, length) per turn, or None when a turn
+    is not found there in order."""
+    out, at, pos = [], 0, 0
+    for turn in turns:
+        found = decoded.find(turn, at)
+        if found < 0:
+            return None
+        out.append((pos, found, len(turn)))
+        at, pos = found + len(turn), pos + len(turn) + len(sep)
+    return out
+
+
+def _decoded_end(segments: list[tuple[int, int, int]], end: int) -> int:
+    """A character end in the PRM's text as a character end in the decoded ids."""
+    k = max(0, bisect.bisect_left([start for start, _, _ in segments], end) - 1)
+    start, at, length = segments[k]
+    return at + min(end - start, length)
+
+
 def _problem(prompt) -> str:
     """The problem text of a TRL prompt: the string itself, or the last user message."""
     if isinstance(prompt, str):
@@ -67,6 +111,12 @@ class ProcessReward:
     """TRL `reward_funcs` entry: each completion's PRM score (prmkit's aggregation), None
     when no step is gradable. The step rewards of the last call stay in `last` (with the
     policy token ends when the policy tokenizer is given) for `ProcessRewardGRPOTrainer`.
+
+    The PRM reads a plain completion as it is, a conversational one as the content of its
+    assistant messages joined by the PRM's step separator (each turn ends a step; character
+    spans refer to that text). With `completion_ids`, each step's end is the token of those
+    ids (what TRL trains on: a reasoning block and tool results included) where that step's
+    text ends; tokens before a turn's content belong to its first step.
 
     problem_key: a dataset column holding the problem text the PRM should see (TRL passes
     every column as a keyword); without it the prompt (or its last user message) is used.
@@ -88,16 +138,41 @@ class ProcessReward:
         problems = kwargs.get(self.problem_key) if self.problem_key else None
         if problems is None:
             problems = [_problem(p) for p in prompts]
-        texts = [_text(c) for c in completions]
-        ids = None
-        if completion_ids is not None and self.policy_tokenizer is not None:
+        sep = self.scorer.encoder.fmt.step_separator
+        turns = [_turns(c) for c in completions]
+        texts = [None if t is None else sep.join(t) for t in turns]
+        on_ids = completion_ids is not None and self.policy_tokenizer is not None
+        segments: list = [None] * len(texts)
+        if on_ids:
+            mapper = PolicyTokens(self.policy_tokenizer)
             ids = [list(map(int, row)) for row in completion_ids]
+            for i, (row, t) in enumerate(zip(ids, turns, strict=True)):
+                decoded = mapper.decode(row)
+                segments[i] = _segments(decoded, t or [], sep)
+                if segments[i] is None:  # a parser that rewrote the text: grade what was trained
+                    log.warning("completion %d: its messages are not in its decoded ids; the "
+                                "PRM grades the decoded ids", i)
+                    texts[i], segments[i] = decoded, [(0, 0, len(decoded))]
         self.last = compute_step_rewards(
             self.scorer, [str(p) for p in problems], texts,
-            policy_tokenizer=self.policy_tokenizer, policy_token_ids=ids,
+            policy_tokenizer=None if on_ids else self.policy_tokenizer,
             max_tokens_per_batch=self.max_tokens_per_batch, aggregation=self.aggregation)
+        if on_ids:
+            self.last = [_placed(r, mapper, row, seg)
+                         for r, row, seg in zip(self.last, ids, segments, strict=True)]
         self.last_lengths = [len(r) for r in completion_ids] if completion_ids is not None else []
         return [r.score for r in self.last]
+
+
+def _placed(rewards: CompletionRewards, mapper: PolicyTokens, ids: list[int],
+            segments: list[tuple[int, int, int]]) -> CompletionRewards:
+    """`rewards` with each step's end on the policy token that ends it in `ids`."""
+    if not rewards.steps:
+        return rewards
+    ends = mapper.token_ends_from_ids(ids, [_decoded_end(segments, s.char_end)
+                                            for s in rewards.steps])
+    return dataclasses.replace(rewards, steps=[dataclasses.replace(s, policy_token_end=e)
+                                               for s, e in zip(rewards.steps, ends, strict=True)])
 
 
 class VerifierReward:
@@ -171,12 +246,15 @@ class _Base:
                          verifier: Sequence[float | None] | None = None) -> np.ndarray:
         """(B, width) advantages of the whole (gathered) batch under the trainer's credit."""
         groups = [i // group_size for i in range(len(rewards))]
+        ends = [[s.policy_token_end for s in r.steps] for r in rewards]
+        kwargs = dict(self.credit_kwargs)
+        if kwargs.get("baseline") == "token":
+            kwargs["tokens_per_step"] = tokens_per_step(ends, lengths)
         adv = step_advantages(self.credit, [r.probabilities for r in rewards], groups,
-                              scores=[r.score for r in rewards], **self.credit_kwargs)
+                              scores=[r.score for r in rewards], **kwargs)
         if verifier is not None and self.verifier_weight:
             adv = mix_verifier(adv, verifier, groups, self.verifier_weight,
                                eps=self.credit_kwargs["eps"])
-        ends = [[s.policy_token_end for s in r.steps] for r in rewards]
         return spread_to_tokens(adv, ends, lengths, width)
 
     def _generate_and_score_completions(self, inputs):
@@ -218,7 +296,8 @@ def _trainer_class():
         """GRPOTrainer whose advantages are (B, T) process credits (prmkit.rewards.credit).
 
         credit: "process", "min", "softmin", "clip_delta" or "outcome"; credit_kwargs: their
-        settings (eps, temperature, eta, clip, delta); verifier_weight: weight of a
+        settings (eps, temperature, eta, clip, delta; baseline "step" or "token" for min and
+        softmin, the trainer counting each step's tokens); verifier_weight: weight of a
         `VerifierReward` among reward_funcs, mixed in group-normalised. TRL's own scalar
         rewards are still computed and logged (rewards/prm/mean, ...); the batch's hacking
         signals are logged as prm/*.
