@@ -292,6 +292,10 @@ class _Base:
 def _trainer_class():
     from trl import GRPOTrainer
 
+    from prmkit.training.distributed import import_deepspeed_only_when_used
+
+    import_deepspeed_only_when_used()
+
     class ProcessRewardGRPOTrainer(_Base, GRPOTrainer):
         """GRPOTrainer whose advantages are (B, T) process credits (prmkit.rewards.credit).
 
