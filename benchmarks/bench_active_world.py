@@ -26,9 +26,8 @@ from pathlib import Path
 
 from scoring_common import load_average
 
-from prmkit.demo.active_experiment import run_active
-from prmkit.demo.small_scale import SmallScaleConfig
-from prmkit.demo.synthetic_experiment import run_synthetic
+from prmkit.demo.core.small_scale import SmallScaleConfig
+from prmkit.demo.recipes import active, synthetic
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -62,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"command": command.strip(), "machine": f"{platform.machine()}, "
                 f"{__import__('os').cpu_count()} cores, torch threads {cfg.demo.threads}"}
         for name, runner, plots in (
-                ("synthetic_supervision", run_synthetic, ("synthetic_by_size", "synthetic_by_n")),
-                ("active_learning", run_active, ("active_learning",))):
+                ("synthetic_supervision", synthetic.run, ("synthetic_by_size", "synthetic_by_n")),
+                ("active_learning", active.run, ("active_learning",))):
             folder = reports / (name.split("_")[0] + args.suffix)
-            summary = runner(folder, run, work)
+            summary = runner(run, folder, work)
             summary["meta"] = {**meta, "wall_seconds_so_far": round(time.perf_counter() - t0, 1),
                                "load_average_at_write": load_average()}
             (RESULTS / f"{name}{args.suffix}.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -19,12 +19,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.core.seed import seed_world
 from prmkit.demo.lm.base import resolve_base
 from prmkit.demo.lm.skill import written_result_probs
-from prmkit.demo.run import DemoConfig, _solution_score, seed_world
 from prmkit.demo.world import check_solution
 from prmkit.demo.world.error_kinds import kind_report
 from prmkit.models.backbones import load_backbone
+from prmkit.scoring.aggregate import aggregate
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     picks, solved = [], 0
     for prob, pool, sc in zip(problems, pools, scores):
         answered = [i for i, s in enumerate(pool) if check_solution(prob, s).answer is not None]
-        k = answered[int(np.argmax([_solution_score(sc[i], "min") for i in answered]))]
+        k = answered[int(np.argmax([aggregate(sc[i], "min") for i in answered]))]
         picks.append(k)
         solved += check_solution(prob, pool[k]).final_correct
     report = kind_report(problems, pools, scores, picks)

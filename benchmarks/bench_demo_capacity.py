@@ -18,8 +18,9 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from prmkit.demo.capacity import CapacityConfig, run_capacity
-from prmkit.demo.run import DemoConfig
+from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.recipes.capacity import CapacityConfig
+from prmkit.demo.recipes.capacity import run as run_capacity
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fractions:
         cfg = replace(cfg, fractions=tuple(float(f) for f in args.fractions.split(",")))
     out = Path(args.work) / "out"
-    result = run_capacity(out, cfg, work=Path(args.work))
+    result = run_capacity(cfg, out, work=Path(args.work))
     if args.fractions is None:
         results = HERE / "results"
         shutil.copy(out / "capacity.json", results / "demo_capacity.json")

@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python benchmarks/bench_demo_lm_loss.py --weight 1.0 [--weight 0 ...]
 
 Per weight: seed 0 of the demo (`DemoConfig(seeds=(0,), base=..., threads=1,
-lm_loss_weight=w)`, through `prmkit.demo.run.run_demo`), then the regime indicator of the
+lm_loss_weight=w)`, through `prmkit.demo.recipes.prm_vs_orm.run`), then the regime indicator of the
 trained PRM's and ORM's own backbones (`prmkit.demo.lm.skill.step_result_skill` on the
 held-out text): how much of the base's skill each reward model kept. One row per weight in
 benchmarks/results/demo_lm_loss.json (a row of the same weight and base is replaced).
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import torch
 
+from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.core.seed import seed_models
 from prmkit.demo.lm.skill import heldout_text, step_result_skill
-from prmkit.demo.run import DemoConfig, run_demo
+from prmkit.demo.recipes.prm_vs_orm import run as run_demo
 from prmkit.models.backbones import load_backbone
 
 HERE = Path(__file__).resolve().parent
@@ -35,17 +37,17 @@ def one_weight(weight: float, base: str, out: Path) -> dict:
     cfg = replace(DemoConfig(seeds=(0,), base=base, threads=1, progress=False),
                   lm_loss_weight=weight)
     t0 = time.perf_counter()
-    s = run_demo(out, cfg)
+    s = run_demo(cfg, out)
     seconds = time.perf_counter() - t0
     text = heldout_text()
-    work = out / "work" / "seed0"
+    models = seed_models(0, cfg, out / "work")  # read back: the run just trained them
     kinds = s["error_kinds"]
     row = {"base": base, "seed": 0, "lm_loss_weight": weight, "n": s["n"],
            "prm": s["prm"], "orm": s["orm"], "majority": s["majority"],
            "step_auroc": s["step_auroc"], "first_error_f1": s["first_error_f1"],
            "error_kinds": kinds, "seconds": round(seconds, 1),
-           "kept_skill": {"prm": kept_skill(work / "prm" / "model", text),
-                          "orm": kept_skill(work / "orm" / "model", text)}}
+           "kept_skill": {"prm": kept_skill(models.prm_dir, text),
+                          "orm": kept_skill(models.orm_dir, text)}}
     return row
 
 

@@ -1,5 +1,5 @@
 """Where one seed of `make demo` spends its time: the same stages and settings as
-`prmkit demo` (prmkit.demo.run), each timed.
+`prmkit demo` (prmkit.demo.recipes.prm_vs_orm), each timed.
 
     .venv/bin/python benchmarks/bench_demo_stages.py [--seed 0] [--work DIR]
 
@@ -22,15 +22,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def main() -> int:
     from prmkit.demo import world
+    from prmkit.demo.core.config import DemoConfig, torch_settings
+    from prmkit.demo.core.evaluate import evaluate_seed
+    from prmkit.demo.core.scores import score_pools
+    from prmkit.demo.core.seed import seed_world, train_reward_model
     from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
-    from prmkit.demo.run import (
-        DemoConfig,
-        _score,
-        _train_reward_model,
-        evaluate_seed,
-        seed_world,
-        torch_settings,
-    )
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -61,11 +57,11 @@ def main() -> int:
         for kind in ("prm", "orm"):
             examples = world.to_step_examples(sw.splits.train, sw.train_pools, kind=kind,
                                               dedupe=True)
-            dirs[kind] = timed(f"{kind}_training", _train_reward_model, kind, backbone_dir,
+            dirs[kind] = timed(f"{kind}_training", train_reward_model, kind, backbone_dir,
                                examples, work / kind, cfg, seed)
             records = [json.loads(x) for x in (work / kind / "metrics.jsonl").read_text().split()]
             tokens_per_s[kind] = [r["tokens_per_s"] for r in records if r["type"] == "train"]
-        scores = {kind: timed(f"{kind}_scoring", _score, dirs[kind], sw.test_pools,
+        scores = {kind: timed(f"{kind}_scoring", score_pools, dirs[kind], sw.test_pools,
                               sw.splits.test, False) for kind in ("prm", "orm")}
         result = timed("evaluation", evaluate_seed, seed, cfg, sw.splits.test, sw.test_pools,
                        scores["prm"], scores["orm"])

@@ -3,7 +3,7 @@
     python benchmarks/bench_rl_world.py [--seeds 0,1,2] [--work rl-world-output/work] \
         [--set steps=30 ...] [--quick]
 
-Runs `prmkit.demo.rl_experiment.run_rl` (the same as `prmkit demo --experiment rl`) and
+Runs `prmkit.demo.recipes.rl.run` (the same as `prmkit demo --experiment rl`) and
 copies rl_world.json and rl_world.png into benchmarks/results/, with the wall time, the
 machine's load before and after, the torch threads and the CPU count added to the JSON.
 Each (seed, reward) is cached under --work: a stopped run started again resumes there.
@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prmkit.demo.rl_experiment import RLConfig, quick_rl, run_rl
+    from prmkit.demo.recipes.rl import RLConfig, quick, run
     from prmkit.demo.settings import with_overrides
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -40,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the smoke-test settings")
     args = ap.parse_args(argv)
     seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
-    cfg = quick_rl(seeds) if args.quick else RLConfig()
+    cfg = quick(seeds) if args.quick else RLConfig()
     cfg = with_overrides(replace(cfg, demo=replace(cfg.demo, seeds=seeds, progress=False)),
                          args.set)
     out = Path(args.out)
     load_before, t0 = load_average(), time.perf_counter()
-    result = run_rl(out, cfg, args.work or out / "work")
+    result = run(cfg, out, args.work or out / "work")
     result.update(wall_seconds=time.perf_counter() - t0, load_before=load_before,
                   load_after=load_average(), cpus=os.cpu_count(), threads=cfg.demo.threads,
                   command=" ".join(["python benchmarks/bench_rl_world.py",

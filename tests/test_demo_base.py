@@ -118,17 +118,17 @@ def test_base_skill_command_refuses_a_base_it_cannot_read(tmp_path, capsys):
 def test_every_seed_starts_from_the_one_cached_base(counted_pretraining, monkeypatch, tmp_path):
     from dataclasses import replace
 
-    from prmkit.demo import run as run_mod
+    from prmkit.demo.core import seed as seed_mod
+    from prmkit.demo.core.config import quick_config
 
     def no_own_backbone(*args, **kwargs):
         raise AssertionError("a seed pretrained its own backbone")
 
-    monkeypatch.setattr(run_mod, "pretrain_lm", no_own_backbone)
-    cfg = replace(run_mod.quick_config((0, 1)), base="mathmix " + " ".join(TINY),
-                  reward_steps=2, progress=False)
+    monkeypatch.setattr(seed_mod, "pretrain_lm", no_own_backbone)
+    cfg = replace(quick_config((0, 1)), base="mathmix " + " ".join(TINY), reward_steps=2,
+                  progress=False)
     for seed in cfg.seeds:
-        models = run_mod.train_seed_models(seed, cfg, run_mod.seed_world(seed, cfg),
-                                           tmp_path / f"seed{seed}")
+        models = seed_mod.seed_models(seed, cfg, tmp_path)
         assert (models.backbone_dir / "base.json").is_file()
         assert (models.prm_dir / "config.json").is_file()
     assert counted_pretraining == [3]  # built once, shared by both seeds
@@ -166,7 +166,7 @@ def test_written_result_probs_are_the_base_check_of_each_written_result(counted_
 
 
 def test_demo_settings_take_overrides_and_refuse_unknown_ones():
-    from prmkit.demo.run import DemoConfig
+    from prmkit.demo.core.config import DemoConfig
 
     cfg = with_overrides(DemoConfig(), ["lora_rank=16", "formulation=token", "threads=1",
                                         "seeds=0", "progress=false"])

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from prmkit.cli import main
-from prmkit.demo import capacity as capacity_mod
 from prmkit.demo.lm import base as base_mod
+from prmkit.demo.recipes import capacity as capacity_mod
 from prmkit.evaluation.plots import read_axes
 
 

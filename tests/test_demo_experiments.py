@@ -15,20 +15,11 @@ import pytest
 
 from prmkit.active.selection import Candidate, dedupe_key
 from prmkit.demo import world
-from prmkit.demo.active_experiment import (
-    active_picks,
-    efficiency,
-    figure_title,
-    ratio_undefined,
-    run_active,
-)
-from prmkit.demo.small_scale import (
-    SeedSetup,
-    examples_for,
-    prepare_seed,
-    quick_small_scale,
-    uniform_picks,
-)
+from prmkit.demo.core.labels import examples_for, uniform_picks
+from prmkit.demo.core.seed import models_folder
+from prmkit.demo.core.small_scale import SeedSetup, prepare_seed, quick_small_scale
+from prmkit.demo.recipes.active import active_picks, efficiency, figure_title, ratio_undefined
+from prmkit.demo.recipes.active import run as run_active
 
 
 def _setup(probs_rng: int = 0, problems: int = 10, pool: int = 12) -> SeedSetup:
@@ -42,8 +33,8 @@ def _setup(probs_rng: int = 0, problems: int = 10, pool: int = 12) -> SeedSetup:
         return rng.uniform(0.5, 1.0, len(steps)).tolist()
 
     return SeedSetup(
-        seed=0, cfg=cfg, folder=Path("unused"), backbone_dir=Path("unused"),
-        prm_large_dir=Path("unused"), test=[], test_pools=[], problems=probs, pools=pools,
+        seed=0, cfg=cfg, folder=Path("unused"), large=None, test=[], test_pools=[],
+        problems=probs, pools=pools,
         checks=[[world.check_solution(p, s) for s in pl] for p, pl in zip(probs, pools)],
         large_probs=[[made_up(p, s) for s in pl] for p, pl in zip(probs, pools)])
 
@@ -189,11 +180,11 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
         assert act["efficiency_ratio_note"] == ratio_undefined(su, sa)
 
     # Same seed, fresh small-scale cache, the same PRM_large: the same figures.
-    seed_dir = tmp_path / "b" / "seed0"
-    seed_dir.mkdir(parents=True)
-    for part in ("backbone", "prm"):
-        shutil.copytree(tmp_path / "a" / "work" / "seed0" / part, seed_dir / part)
-    again = run_active(tmp_path / "b" / "active", quick_small_scale((0,)), tmp_path / "b")
+    cfg = quick_small_scale((0,))
+    models = models_folder(0, cfg.demo, tmp_path / "b")
+    shutil.copytree(models_folder(0, cfg.demo, tmp_path / "a" / "work"), models,
+                    ignore=shutil.ignore_patterns("small-scale-*"))
+    again = run_active(cfg, tmp_path / "b" / "active", tmp_path / "b")
     for method in ("uniform", "active"):
         assert again["methods"][method]["accuracy"] == act["methods"][method]["accuracy"]
         assert again["methods"][method]["examples"] == act["methods"][method]["examples"]

@@ -3,6 +3,8 @@ from collections import Counter
 
 import pytest
 
+from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.core.small_scale import SmallScaleConfig
 from prmkit.demo.lm.mathmix import (
     MathMixConfig,
     build_mathmix,
@@ -12,8 +14,6 @@ from prmkit.demo.lm.mathmix import (
     mathmix_problems,
     sample_facts,
 )
-from prmkit.demo.run import DemoConfig
-from prmkit.demo.small_scale import SmallScaleConfig
 from prmkit.demo.world import make_splits
 from prmkit.errors import PrmkitError
 

@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 
 from prmkit.cli import main
-from prmkit.demo import rl_experiment as rl
-from prmkit.demo.rl_eval import COUNTS, SHARES
-from prmkit.demo.rl_report import TITLES, matched
+from prmkit.demo.core import seed as seed_mod
+from prmkit.demo.core.config import torch_settings
+from prmkit.demo.recipes.rl import experiment as rl
+from prmkit.demo.recipes.rl import trainer as rl_trainer
+from prmkit.demo.recipes.rl.config import REWARDS, quick
+from prmkit.demo.recipes.rl.eval import COUNTS, SHARES
+from prmkit.demo.recipes.rl.report import TITLES, matched, predictions
 from prmkit.evaluation.plots import read_axes
 from prmkit.rewards.contract import step_spans
 from prmkit.rewards.credit import step_advantages
@@ -40,10 +44,10 @@ def quick_run(tmp_path_factory):
 
 def test_cli_quick_run_writes_curves_for_every_reward_and_one_panel_per_metric(quick_run):
     out, _, computed = quick_run
-    assert computed == [(0, name) for name in rl.REWARDS]
+    assert computed == [(0, name) for name in REWARDS]
     result = json.loads((out / "rl" / "rl_world.json").read_text())
-    cfg = rl.quick_rl()
-    assert list(result["curves"]) == list(rl.REWARDS)
+    cfg = quick()
+    assert list(result["curves"]) == list(REWARDS)
     for curve in result["curves"].values():
         assert curve["steps"] == [0, 1, 2]  # step 0, then every eval_every=1 steps
         for metric in SHARES:
@@ -51,20 +55,20 @@ def test_cli_quick_run_writes_curves_for_every_reward_and_one_panel_per_metric(q
         assert all(v >= 1 for v in curve["steps_per_solution"]["mean"])
     # step 0 is the same fine-tuned policy for every reward
     assert len({json.dumps(c["greedy_accuracy"]["mean"][0]) for c in result["curves"].values()}) == 1
-    assert set(result["best_of_n"]) == {"fine-tuned policy (step 0)", *rl.REWARDS}
+    assert set(result["best_of_n"]) == {"fine-tuned policy (step 0)", *REWARDS}
     assert result["config"]["bon_n"] == cfg.bon_n
     (axes, *rest) = read_axes(out / "rl" / "rl_world.png")
     panels = [axes, *rest]
     assert [a["title"] for a in panels[: len(SHARES) + len(COUNTS)]] == \
         [TITLES[m] for m in (*SHARES, *COUNTS)]
-    assert axes["legend"] == [label for label, _, _ in rl.REWARDS.values()]
+    assert axes["legend"] == [label for label, _, _ in REWARDS.values()]
     assert (out / "rl" / "report.md").read_text().count("Best-of-2 with the PRM") == 1
 
 
 def test_every_reward_sees_the_same_prompts_completions_steps_and_evaluations(quick_run):
     out, _, _ = quick_run
     result = json.loads((out / "rl" / "rl_world.json").read_text())
-    cfg = rl.quick_rl()
+    cfg = quick()
     ledgers = {name: runs[0] for name, runs in result["accounting"].items()}
     for name, a in ledgers.items():
         assert a["prompts_seen"] == cfg.steps * cfg.prompts_per_step, name
@@ -87,7 +91,7 @@ def test_a_resumed_run_recomputes_nothing_and_an_interrupted_one_only_what_is_mi
     out, argv, _ = quick_run
     before = json.loads((out / "rl" / "rl_world.json").read_text())
     calls = []
-    monkeypatch.setattr(rl, "train_seed_models", lambda *a: calls.append("models"))
+    monkeypatch.setattr(seed_mod, "train_seed_models", lambda *a: calls.append("models"))
     real_policy, real = rl.train_policy, rl.run_reward
     monkeypatch.setattr(rl, "train_policy",
                         lambda *a, **k: calls.append("policy") or real_policy(*a, **k))
@@ -100,7 +104,7 @@ def test_a_resumed_run_recomputes_nothing_and_an_interrupted_one_only_what_is_mi
     assert again["curves"] == before["curves"]
 
     # an interruption during the third reward: the first two stay cached
-    key = rl.quick_rl().key()
+    key = quick().key()
     for name in ("prm_process", "prm_min", "prm_min_verifier"):
         (out / "work" / "rl" / "seed0" / f"{name}-{key}.json").unlink()
     calls.clear()
@@ -112,13 +116,11 @@ def test_a_resumed_run_recomputes_nothing_and_an_interrupted_one_only_what_is_mi
 
 @pytest.fixture(scope="module")
 def setup(quick_run):
-    from prmkit.demo.run import torch_settings
-
     out, _, _ = quick_run
-    cfg = rl.quick_rl()
+    cfg = quick()
     with torch_settings(cfg.threads):
         yield cfg, rl.seed_setup(0, replace(cfg, demo=replace(cfg.demo, progress=False)),
-                                 out / "work" / "rl")
+                                 out / "work")
 
 
 def test_a_seeded_repeat_gives_the_same_curve(setup, tmp_path):
@@ -145,10 +147,10 @@ def _token_steps(tokenizer, ids: list[int], text: str) -> list[int]:
 def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_path):
     cfg, s = setup
     cfg = replace(cfg, steps=1, generations=4, prompts_per_step=2, max_completion=32)
-    ledger = rl.Ledger()
-    rows = rl.prompt_rows(s.problems, cfg, s.seed)
-    trainer = rl.grpo_trainer("prm_min", cfg, 0, s.policy_dir, rows, s.problems, s.prm, s.orm,
-                              tmp_path, ledger)
+    ledger = rl_trainer.Ledger()
+    rows = rl_trainer.prompt_rows(s.problems, cfg, s.seed)
+    trainer = rl_trainer.grpo_trainer("prm_min", cfg, 0, s.policy_dir, rows, s.problems, s.prm, s.orm,
+                                 tmp_path, ledger)
     newline = trainer.processing_class("\n", add_special_tokens=False)["input_ids"]
     trainer.generation_config.sequence_bias = {tuple(newline): 4.0}  # a tiny policy writes steps
     trainer.train()
@@ -174,15 +176,11 @@ def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_pa
 
 def _curve(**deltas) -> dict:
     """A two-point curve per metric: 0.5 at step 0, 0.5 + delta at the last evaluation."""
-    from prmkit.demo.rl_eval import COUNTS, SHARES
-
     return {"steps": [0, 30], **{m: {"mean": [0.5, 0.5 + deltas.get(m, 0.0)], "std": [0, 0]}
                                  for m in (*SHARES, *COUNTS)}}
 
 
 def test_predictions_compare_the_literature_with_the_runs_figures():
-    from prmkit.demo.rl_report import predictions
-
     result = {"curves": {
         "verifier": _curve(right_answer_wrong_step=0.10, sampled_accuracy=0.1),
         "orm": _curve(sampled_accuracy=0.05),
@@ -214,7 +212,7 @@ def test_the_verifiable_reward_is_the_checkers_final_answer_verdict_only():
     right = "\n".join(p.reference_solution())
     wrong_step = "\n".join(["1 + 1 = 3", *p.reference_solution()])  # a slip, then the answer
     wrong_answer = "\n".join([*p.reference_solution()[:-1], f"Answer: {int(p.answer) + 1}"])
-    verifier = rl.WorldVerifier([p])
+    verifier = rl_trainer.WorldVerifier([p])
     got = verifier(prompts=[p.text] * 4, completions=[right, wrong_step, wrong_answer, ""],
                    problem_id=[p.id] * 4)
     assert got == verifier.last == [1.0, 1.0, 0.0, 0.0]

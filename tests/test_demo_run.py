@@ -5,7 +5,10 @@ import pytest
 
 from prmkit.cli import main
 from prmkit.demo import world
-from prmkit.demo.run import evaluate_seed, quick_config, run_demo, seed_world
+from prmkit.demo.core.config import DemoConfig, quick_config
+from prmkit.demo.core.evaluate import evaluate_seed
+from prmkit.demo.core.seed import seed_world, train_reward_model
+from prmkit.demo.recipes.prm_vs_orm import run
 
 FIGURES = ("prm", "orm", "majority", "pass", "first_error", "top_picks", "step_auroc",
            "lm_loss", "train_examples")
@@ -19,7 +22,7 @@ def quick_runs(tmp_path_factory):
         cfg = quick_config((0, 1))
         cfg.progress = False
         out = tmp_path_factory.mktemp(name)
-        runs.append((out, run_demo(out, cfg)))
+        runs.append((out, run(cfg, out)))
     return runs
 
 
@@ -113,7 +116,6 @@ def test_demo_cli_rejects_bad_seeds(capsys):
 
 
 def test_demo_set_overrides_are_typed_and_unknown_fields_are_refused():
-    from prmkit.demo.run import DemoConfig
     from prmkit.demo.settings import with_overrides
 
     cfg = with_overrides(DemoConfig(), ["reward_steps=7", "lr=0.5", "aggregation=prod"])
@@ -131,7 +133,6 @@ def test_prm_from_a_shared_base_repeats_whatever_ran_before_it(tmp_path):
     from safetensors.torch import load_file
 
     from prmkit.demo import world
-    from prmkit.demo.run import _train_reward_model
     from prmkit.models.backbones import tiny_random
 
     cfg = quick_config()
@@ -145,7 +146,7 @@ def test_prm_from_a_shared_base_repeats_whatever_ran_before_it(tmp_path):
     heads = []
     for k, state in enumerate((1, 2)):
         torch.manual_seed(state)  # what ran before differs
-        model = _train_reward_model("prm", base, examples, tmp_path / f"prm{k}", cfg, seed=0)
+        model = train_reward_model("prm", base, examples, tmp_path / f"prm{k}", cfg, seed=0)
         heads.append(load_file(str(model / "reward_head.safetensors")))
     assert heads[0].keys() == heads[1].keys()
     assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])

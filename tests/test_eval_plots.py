@@ -118,7 +118,7 @@ def test_calibration_plot_read_back(tmp_path):
 
 
 def test_demo_experiment_curves_use_the_helper(tmp_path):
-    from prmkit.demo.small_scale import plot_series
+    from prmkit.demo.core.report import plot_series
 
     series = {"PRM": {"x": [8, 16, 32], "mean": [0.2, 0.25, 0.3], "std": [0.01, 0.02, 0.0],
                       "color": "C0"},

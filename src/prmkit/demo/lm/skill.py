@@ -122,6 +122,15 @@ def heldout_text(seeds=(0,), test: int = 120, samples: int = 8, difficulty: str 
     return problems, pools
 
 
+def base_skill(folder, seeds=(0,), test: int = 120, samples: int = 8,
+               difficulty: str = "easy") -> dict:
+    """`step_result_skill` of the saved model `folder` on `heldout_text`."""
+    from prmkit.models.backbones import load_backbone
+
+    model, tokenizer = load_backbone(str(folder))
+    return step_result_skill(model, tokenizer, *heldout_text(seeds, test, samples, difficulty))
+
+
 def format_skill(skill: dict) -> str:
     parts = [f"{op} {100 * v['exact']:.1f}% of {v['steps']}" for op, v in skill.items()
              if v["exact"] is not None]

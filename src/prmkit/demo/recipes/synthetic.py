@@ -18,19 +18,18 @@ from pathlib import Path
 
 import numpy as np
 
-from prmkit.demo.small_scale import (
-    SeedSetup,
-    SmallScaleConfig,
-    label_agreement,
-    mean_std,
-    pct,
-    plot_series,
-    publish,
-    references,
-    run_seeds,
-    small_model,
-    uniform_picks,
-)
+from prmkit.demo.core.labels import label_agreement, uniform_picks
+from prmkit.demo.core.report import mean_std, pct, plot_series, publish
+from prmkit.demo.core.small_models import references, small_model
+from prmkit.demo.core.small_scale import SeedSetup, SmallScaleConfig, quick_small_scale, run_seeds
+
+Config = SmallScaleConfig
+
+
+def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
+    """Seconds-long settings (smoke tests), not a result."""
+    return quick_small_scale(seeds)
+
 
 THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)  # label quality reported at each (no training)
 KINDS = {
@@ -113,8 +112,8 @@ def verdict(summary: dict) -> str:
     return " ".join(lines)
 
 
-def run_synthetic(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
-    out = Path(out_dir)
+def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
+    out = Path(out)
     summary = run_seeds(cfg, Path(work), run_seed, summarise, verdict)
     sizes, n = summary["sizes"], summary["best_of_n"]
     by_size = {s["label"]: {"x": sizes, "mean": s["accuracy"], "std": s["accuracy_std"]}

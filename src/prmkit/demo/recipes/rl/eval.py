@@ -17,8 +17,9 @@ import contextlib
 import numpy as np
 
 from prmkit.demo import world
-from prmkit.demo.rl_policy import sample, solution_steps
+from prmkit.demo.lm.policy import sample, solution_steps
 from prmkit.rewards.contract import compute_step_rewards
+from prmkit.selection import best_of_n as select_best
 
 SHARES = ("greedy_accuracy", "sampled_accuracy", "right_process", "right_answer_wrong_step",
           "no_answer", "prm_score", "orm_score", "prm_score_when_wrong")
@@ -102,7 +103,8 @@ def evaluate(sampler, problems, prm, orm, cfg, seed: int) -> dict:
 
 
 def best_of_n(sampler, problems, prm, cfg, seed: int) -> dict:
-    """Best-of-`cfg.bon_n` with the PRM: accuracy and right process of its picks, beside
+    """Best-of-`cfg.bon_n` with the PRM (`prmkit.selection.best_of_n`; an unscored sample
+    is never picked over a scored one): accuracy and right process of its picks, beside
     the mean accuracy of a sample and pass@N (some sample right)."""
     pools = sample(sampler, problems, cfg.bon_n, cfg.temperature, cfg.max_completion, seed + 2)
     owners = [p for p, pool in zip(problems, pools) for _ in pool]
@@ -111,9 +113,9 @@ def best_of_n(sampler, problems, prm, cfg, seed: int) -> dict:
     picks, mean, any_right, at = [], [], [], 0
     for p, pool in zip(problems, pools):
         checks = [world.check_solution(p, solution_steps(t)) for t, _ in pool]
-        scores = [-np.inf if r.score is None else r.score for r in rewards[at: at + len(pool)]]
+        scores = [np.nan if r.score is None else r.score for r in rewards[at: at + len(pool)]]
         at += len(pool)
-        picks.append(checks[int(np.argmax(scores))])
+        picks.append(checks[select_best(scores)])
         mean.append(np.mean([c.final_correct for c in checks]))
         any_right.append(any(c.final_correct for c in checks))
     return {"n": cfg.bon_n, "accuracy": _mean(c.final_correct for c in picks),

@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.data.io import cached_json
+from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
+from prmkit.demo.core.evaluate import run_seed
 from prmkit.demo.lm.base import BaseConfig
-from prmkit.demo.run import DemoConfig, quick_config, run_seed, settings_key, torch_settings
-from prmkit.demo.settings import with_overrides
+from prmkit.demo.settings import settings_key, with_overrides
 from prmkit.demo.world.error_kinds import KINDS, summarise_kinds
+from prmkit.errors import PrmkitError
 
 KEEP = ("seed", "prm", "orm", "majority", "pass", "step_auroc", "first_error", "error_kinds",
         "seconds")
@@ -31,6 +33,7 @@ KEEP = ("seed", "prm", "orm", "majority", "pass", "step_auroc", "first_error", "
 
 @dataclass
 class CapacityConfig:
+    # demo.base: the MathMix base whose pretraining budget varies (mathmix [FIELD=VALUE ...])
     demo: DemoConfig = field(default_factory=DemoConfig)
     # 2x is left out by default: a 4,000-step base alone costs about 16 CPU-minutes
     fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
@@ -38,53 +41,62 @@ class CapacityConfig:
     base_items: tuple[str, ...] = ()  # further `FIELD=VALUE` base settings, every budget
     skill_samples: int = 8  # held-out samples per test problem the indicator reads
 
+    def check(self) -> None:
+        if self.demo.base.split()[:1] != ["mathmix"]:
+            raise PrmkitError(f"capacity varies the pretraining of a MathMix base: base must be"
+                              f" mathmix [FIELD=VALUE ...], got {self.demo.base!r}")
+
     def steps(self) -> list[int]:
         return [round(f * self.default_steps) for f in self.fractions]
 
+    def items(self, steps: int) -> list[str]:
+        return [*self.demo.base.split()[1:], *self.base_items, f"steps={steps}"]
+
     def base_spec(self, steps: int) -> str:
-        return " ".join(["mathmix", *self.base_items, f"steps={steps}"])
+        return " ".join(["mathmix", *self.items(steps)])
 
     def base_key(self, steps: int) -> str:
-        return with_overrides(BaseConfig(), [*self.base_items, f"steps={steps}"]).key()
+        return with_overrides(BaseConfig(), self.items(steps)).key()
 
     def demo_key(self) -> str:
         return settings_key(self.demo, leave_out=("base",))
 
+    def point_cache(self, steps: int, seed: int) -> Path:
+        """Where one (base, seed) result is cached, relative to the work folder."""
+        return Path("capacity", f"base-{self.base_key(steps)}", f"seed{seed}-demo-{self.demo_key()}.json")
 
-def quick_capacity(seeds: tuple[int, ...] = (0,)) -> CapacityConfig:
+
+Config = CapacityConfig
+
+
+def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> CapacityConfig:
     """Seconds-long settings (smoke tests), not a result: tiny bases and the quick demo."""
     return CapacityConfig(
-        demo=quick_config(seeds), fractions=(0.0, 1.0), default_steps=3, skill_samples=1,
+        demo=replace(quick_config(seeds), base="mathmix"), fractions=(0.0, 1.0),
+        default_steps=3, skill_samples=1,
         base_items=("hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
                     "batch_size=2", "mathmix.problems=40", "mathmix.fact_samples=1",
                     "mathmix.fact_lines=64", "mathmix.exclude_seeds=0", "mathmix.reserve=150"))
 
 
-def base_skill(spec: str, samples: int = 8) -> dict:
-    """The regime indicator of the base `spec` (built or read from the cache)."""
-    from prmkit.demo.lm.base import resolve_base
-    from prmkit.demo.lm.skill import heldout_text, step_result_skill
-    from prmkit.models.backbones import load_backbone
-
-    model, tokenizer = load_backbone(str(resolve_base(spec, progress=False)))
-    return step_result_skill(model, tokenizer, *heldout_text(samples=samples))
-
-
 def run_point(steps: int, cfg: CapacityConfig, work: Path) -> dict:
     """One base: its skill and every seed's results, each from the cache when there."""
+    from prmkit.demo.lm.base import resolve_base
+    from prmkit.demo.lm.skill import base_skill
+
     key = cfg.base_key(steps)
     demo = replace(cfg.demo, base=cfg.base_spec(steps))
-    folder = work / f"base-{key}"
-    skill = cached_json(folder / f"skill-{cfg.skill_samples}.json",
-                    lambda: base_skill(demo.base, cfg.skill_samples))
+    skill = cached_json(work / "capacity" / f"base-{key}" / f"skill-{cfg.skill_samples}.json",
+                        lambda: base_skill(resolve_base(demo.base, progress=False),
+                                           samples=cfg.skill_samples))
     per_seed = []
     for seed in demo.seeds:
         def compute(seed=seed):
             print(f"[capacity] base of {steps} steps, seed {seed}: PRM, ORM, evaluation",
                   flush=True)
-            r = run_seed(seed, demo, folder / f"demo-{cfg.demo_key()}")
+            r = run_seed(seed, demo, work)
             return {k: r[k] for k in KEEP}
-        per_seed.append(cached_json(folder / f"seed{seed}-demo-{cfg.demo_key()}.json", compute))
+        per_seed.append(cached_json(work / cfg.point_cache(steps, seed), compute))
     return {"steps": steps, "base": demo.base, "base_key": key, "skill": skill,
             "per_seed": per_seed}
 
@@ -130,14 +142,15 @@ def plot_capacity(points: list[dict], n: int, path: Path) -> Path:
                        "(labels: step results computed exactly, PRM slip AUROC)")
 
 
-def run_capacity(out: str | Path, cfg: CapacityConfig | None = None,
-                 work: str | Path | None = None) -> dict:
+def run(cfg: CapacityConfig | None = None, out: str | Path = "capacity-output",
+        work: str | Path | None = None) -> dict:
     cfg = cfg or CapacityConfig()
+    cfg.check()
     out = Path(out)
     work = Path(work) if work is not None else out / "work"
     t0 = time.perf_counter()
     with torch_settings(cfg.demo.threads):
-        points = [summarise_point(run_point(s, cfg, work / "capacity"), f)
+        points = [summarise_point(run_point(s, cfg, work), f)
                   for s, f in zip(cfg.steps(), cfg.fractions)]
     n = cfg.demo.ns[-1]
     result = {"n": n, "seeds": list(cfg.demo.seeds), "kinds": list(KINDS), "points": points,

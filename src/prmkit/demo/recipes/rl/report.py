@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prmkit.demo.rl_eval import COUNTS, SHARES
+from prmkit.demo.recipes.rl.config import REWARDS
+from prmkit.demo.recipes.rl.eval import COUNTS, SHARES
 from prmkit.evaluation.report import new_figure, save_figure, write_report
 
 TITLES = {"greedy_accuracy": "answer accuracy, greedy", "sampled_accuracy":
@@ -203,8 +204,6 @@ def plot(result: dict, path: Path) -> Path:
 
 
 def write_outputs(out: Path, cfg, per_seed: list[dict], seconds: float) -> dict:
-    from prmkit.demo.rl_experiment import REWARDS
-
     rewards = list(cfg.rewards)
     result = {"config": asdict(cfg), "seeds": [s["seed"] for s in per_seed],
               "rewards": {n: REWARDS[n][0] for n in rewards},

@@ -26,23 +26,20 @@ from prmkit.active.selection import (
     pool_diversity,
     select_convincing,
 )
-from prmkit.demo.run import _solution_score
-from prmkit.demo.small_scale import (
-    Picks,
-    SeedSetup,
-    SmallScaleConfig,
-    cached_scores,
-    examples_for,
-    mean_std,
-    pct,
-    plot_series,
-    publish,
-    references,
-    run_seeds,
-    small_model,
-    train_small,
-    uniform_picks,
-)
+from prmkit.demo.core.labels import Picks, examples_for, uniform_picks
+from prmkit.demo.core.report import mean_std, pct, plot_series, publish
+from prmkit.demo.core.scores import cached_scores
+from prmkit.demo.core.small_models import references, small_model, train_small
+from prmkit.demo.core.small_scale import SeedSetup, SmallScaleConfig, quick_small_scale, run_seeds
+from prmkit.scoring.aggregate import aggregate
+
+Config = SmallScaleConfig
+
+
+def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
+    """Seconds-long settings (smoke tests), not a result."""
+    return quick_small_scale(seeds)
+
 
 METHODS = {"uniform": "uniform sampling", "active": "active learning (convincing wrong answers)"}
 
@@ -53,10 +50,10 @@ def selector_candidates(setup: SeedSetup) -> list[Candidate]:
     selector = train_small(setup, "uniform-process-s1", "process",
                            examples_for(setup, "process", uniform_picks(setup, 1)))
     scores = cached_scores(setup.folder / "selector_pool_scores.json", selector, setup.pools,
-                           setup.problems, setup.cfg)
+                           setup.problems, setup.cfg.progress)
     agg = setup.cfg.demo.aggregation
     return [Candidate(problem_id=p.id, sample_index=i, dedupe_key=dedupe_key(steps),
-                      score=_solution_score(scores[k][i], agg),
+                      score=aggregate(scores[k][i], agg),
                       correct=setup.checks[k][i].final_correct)
             for k, p in enumerate(setup.problems) for i, steps in enumerate(setup.pools[k])]
 
@@ -232,8 +229,8 @@ def plot_active(summary: dict, path: Path) -> Path:
                        figure_title(summary))
 
 
-def run_active(out_dir: str | Path, cfg: SmallScaleConfig, work: str | Path) -> dict:
-    out = Path(out_dir)
+def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
+    out = Path(out)
     summary = run_seeds(cfg, Path(work), run_seed, summarise, verdict)
     sizes, n = summary["sizes"], summary["best_of_n"]
     plots = {f"Best-of-{n} against samples per problem, with fitted lines (mean ± std over seeds)":

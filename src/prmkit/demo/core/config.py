@@ -1,0 +1,69 @@
+"""The demo's settings (`DemoConfig`), its quick settings, and the torch settings every
+experiment runs under."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DemoConfig:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    difficulty: str = "easy"  # world levels; harder ones need more compute than the demo has
+    train_problems: int = 2000
+    samples_per_train_problem: int = 8
+    test_problems: int = 120
+    samples_per_test_problem: int = 64
+    pretrain_problems: int = 3000  # correct worked solutions for backbone pretraining
+    pretrain_steps: int = 130
+    hidden_size: int = 128
+    layers: int = 4
+    reward_steps: int = 250  # optimizer steps for the PRM and for the ORM (matched compute)
+    batch_tokens: int = 4096
+    lr: float = 1e-3
+    # How the PRM's step scores make a solution score. min, not the paper's prod: prod's
+    # product over more steps favours shorter wrong solutions (docs/demo-world.md).
+    aggregation: str = "min"
+    # torch CPU threads: fixed, so that a run's figures repeat exactly; 1 leaves the other
+    # core of a 2-core machine free (2 threads beside another job run several times slower)
+    threads: int = 1
+    # mathmix [FIELD=VALUE ...] or a folder: every seed starts from one shared base
+    # (prmkit.demo.lm.base.resolve_base; the default settings' base ships with prmkit);
+    # seed: each seed pretrains its own backbone (the pretrain_* fields above)
+    base: str = "mathmix"
+    lora_rank: int = 0  # 0: reward models fine-tune every weight; r > 0: LoRA adapters of rank r
+    formulation: str = "head"  # head: a new MLP head; token: the LM head read at label tokens
+    # > 0: reward models keep that much next-token loss (lm.lm_loss); without it reward
+    # training erases what the base computes (98.8% of step results -> 0.8%)
+    lm_loss_weight: float = 1.0
+    # > 0: the head also reads the backbone's probability of the label's last W tokens
+    # (prmkit.models.surprise), so it checks a step's result the way the base computes it
+    surprise_window: int = 8
+    progress: bool = True
+    ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
+
+
+def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
+    """A seconds-long run of the whole pipeline (smoke tests), not a result."""
+    return DemoConfig(seeds=seeds, train_problems=40, samples_per_train_problem=4,
+                      test_problems=12, samples_per_test_problem=8, pretrain_problems=100,
+                      pretrain_steps=5, hidden_size=32, layers=1, reward_steps=5,
+                      ns=(1, 2, 4, 8), base="seed")
+
+
+@contextlib.contextmanager
+def torch_settings(threads: int):
+    """The demo's fixed torch threads and deterministic algorithms, restored on exit."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    saved = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])

@@ -1,0 +1,75 @@
+"""Which samples of the small-scale pools a small model learns from, labelled how: by
+PRM_large's step probabilities (process or outcome), the grader (final answer) or the
+checker (a control)."""
+
+from __future__ import annotations
+
+from prmkit.active.labelers import GraderLabeler, LabelItem, LargePRMLabeler, process_example
+from prmkit.active.selection import dedupe_key
+from prmkit.data.records import StepExample
+from prmkit.demo.core.small_scale import SeedSetup
+from prmkit.errors import PrmkitError
+
+Picks = list[list[int]]  # per problem, indices into its pool
+
+
+def uniform_picks(setup: SeedSetup, size: int) -> Picks:
+    """The first `size` samples of each pool (the pools are i.i.d.), duplicates dropped."""
+    out = []
+    for pool in setup.pools:
+        seen, keep = set(), []
+        for i, steps in enumerate(pool[:size]):
+            if dedupe_key(steps) not in seen:
+                seen.add(dedupe_key(steps))
+                keep.append(i)
+        out.append(keep)
+    return out
+
+
+def label_items(setup: SeedSetup, picks: Picks) -> list[LabelItem]:
+    return [LabelItem(problem_id=p.id, problem=p.text, steps=tuple(setup.pools[k][i]),
+                      gold_answer=p.answer, answer=setup.checks[k][i].answer, sample_index=i)
+            for k, p in enumerate(setup.problems) for i in picks[k]]
+
+
+def large_prm_labeler(setup: SeedSetup, supervision: str) -> LargePRMLabeler:
+    """PRM_large as labeller, reading its cached step probabilities."""
+    table = {(p.text, tuple(sol)): probs
+             for p, pool, pp in zip(setup.problems, setup.pools, setup.large_probs)
+             for sol, probs in zip(pool, pp)}
+    return LargePRMLabeler(step_probs=lambda pairs: [table[(q, tuple(s))] for q, s in pairs],
+                           supervision=supervision, threshold=setup.cfg.threshold)
+
+
+def examples_for(setup: SeedSetup, kind: str, picks: Picks) -> list[StepExample]:
+    """process / outcome: PRM_large's labels; final_answer: the grader's outcome labels;
+    checker: the checker's step labels up to the first wrong step."""
+    items = label_items(setup, picks)
+    if kind == "final_answer":
+        return GraderLabeler().label(items)
+    if kind == "checker":
+        checks = [setup.checks[k][i] for k, idx in enumerate(picks) for i in idx]
+        return [process_example(it, [1.0 if v > 0 else 0.0 for v in
+                                     (c.labels if c.first_error < 0 else c.labels[: c.first_error + 1])])
+                for it, c in zip(items, checks)]
+    if kind not in ("process", "outcome"):
+        raise PrmkitError(f"unknown supervision kind {kind!r} (process, outcome, final_answer)")
+    return large_prm_labeler(setup, kind).label(items)
+
+
+def label_agreement(setup: SeedSetup, threshold: float | None = None) -> dict[str, float]:
+    """How PRM_large's labels at the threshold compare with the checker's, over the pools:
+    the first wrong step found exactly (process), a solution called right exactly when every
+    step is (outcome), and how often the final answer alone calls a solution right whose
+    process is wrong (what the grader's labels get wrong)."""
+    thr = setup.cfg.threshold if threshold is None else threshold
+    first = outcome = answer_only = n = 0
+    for pool_checks, pool_probs in zip(setup.checks, setup.large_probs):
+        for chk, probs in zip(pool_checks, pool_probs):
+            p_first = next((j for j, p in enumerate(probs) if 1 - p > thr), -1)
+            first += p_first == chk.first_error
+            outcome += (p_first < 0) == chk.process_correct
+            answer_only += chk.final_correct != chk.process_correct
+            n += 1
+    return {"process_first_error_exact": first / n, "outcome_agrees_with_process": outcome / n,
+            "final_answer_agrees_with_process": 1 - answer_only / n}

@@ -1,0 +1,68 @@
+"""Reward-model scores of the world's solutions, and pools checked by the world's checker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prmkit.demo import world
+from prmkit.evaluation.bon import ProblemPool
+from prmkit.evaluation.samples import Sample, build_pools
+from prmkit.selection import AnswerClusterer
+
+
+def score_pools(model_dir: Path, pools: list, problems: list,
+                progress: bool) -> list[list[list[float | None]]]:
+    """Per problem, solution and step: the reward model's probability that the step is right
+    (fp32, as every demo figure is scored)."""
+    from prmkit.scoring import Scorer
+
+    scorer = Scorer.from_pretrained(model_dir, dtype=None, token_budget=16384)
+    flat = [(p.text, sol) for p, pool in zip(problems, pools) for sol in pool]
+    scores = scorer.score(flat, progress=progress)
+    out, k = [], 0
+    for pool in pools:
+        out.append(scores[k: k + len(pool)])
+        k += len(pool)
+    return out
+
+
+def cached_scores(path: Path, model_dir: Path, pools: list, problems: list,
+                  progress: bool = False) -> list:
+    """`score_pools`, read from `path` when there (the caller keys `path`)."""
+    if path.exists():
+        return json.loads(path.read_text())
+    scores = score_pools(model_dir, pools, problems, progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(scores))
+    return scores
+
+
+def same_number(a: str, b: str) -> bool:
+    """Answer equivalence in the world: its answers are integers written plainly."""
+    try:
+        return int(a) == int(b)
+    except ValueError:
+        return a.strip() == b.strip()
+
+
+def world_clusterer() -> AnswerClusterer:
+    return AnswerClusterer(equivalent=same_number)
+
+
+def checked_pools(problems: list, pools: list, scores: list, aggregation: str = "min",
+                  clusterer: AnswerClusterer | None = None, checks: list | None = None
+                  ) -> list[ProblemPool]:
+    """One ProblemPool per problem (`prmkit.evaluation.samples.build_pools`): each solution's
+    score (its step probabilities under `aggregation`, a null step counting as wrong, or a
+    number), whether the checker finds its final answer right, and with a clusterer its
+    answer's class; a solution without an answer keeps its slot and is never picked.
+    checks: the checker's verdicts per problem and solution, when the caller has them."""
+    samples = []
+    for k, (prob, pool, sc) in enumerate(zip(problems, pools, scores, strict=True)):
+        verdicts = checks[k] if checks is not None else [
+            world.check_solution(prob, steps) for steps in pool]
+        samples += [Sample({"problem_id": prob.id, "answer": c.answer,
+                            "is_correct": c.final_correct, "score": s}, "demo", None)
+                    for c, s in zip(verdicts, sc, strict=True)]
+    return build_pools(samples, "score", aggregation=aggregation, clusterer=clusterer)

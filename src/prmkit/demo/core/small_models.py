@@ -1,0 +1,59 @@
+"""Small reward models of the small-scale experiments: trained (or read back) on labelled
+picks of the pools, and measured by best-of-N on the demo's test problems."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from prmkit.data.records import StepExample
+from prmkit.demo.core.labels import Picks, examples_for
+from prmkit.demo.core.scores import cached_scores, checked_pools, world_clusterer
+from prmkit.demo.core.seed import train_reward_model
+from prmkit.demo.core.small_scale import OBJECTIVE, SeedSetup
+from prmkit.evaluation import bon_curves
+
+
+def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepExample]) -> Path:
+    out = setup.folder / name
+    if (out / "model").exists():
+        return out / "model"
+    cfg = replace(setup.cfg.demo, reward_steps=setup.cfg.small_steps, progress=setup.cfg.progress)
+    return train_reward_model(OBJECTIVE[kind], setup.large.backbone_dir, list(examples), out,
+                              cfg, setup.seed)
+
+
+def _test_pools(setup: SeedSetup, scores: list | None, aggregation: str):
+    scores = scores or [[0.0] * len(pool) for pool in setup.test_pools]
+    return checked_pools(setup.test, setup.test_pools, scores, aggregation, world_clusterer())
+
+
+def best_of_n(setup: SeedSetup, name: str, kind: str, model_dir: Path) -> list[float]:
+    """Best-of-N accuracy on the test problems at each N of cfg.ns (exact estimator); the
+    PRM ranks by the demo's aggregation of step scores, an ORM by its last step's score."""
+    scores = cached_scores(setup.folder / name / "test_scores.json", model_dir, setup.test_pools,
+                           setup.test, setup.cfg.progress)
+    agg = setup.cfg.demo.aggregation if OBJECTIVE[kind] == "prm" else "last"
+    curves = bon_curves(_test_pools(setup, scores, agg), setup.cfg.ns, estimator="exact",
+                        votes=(), seed=setup.seed)
+    return curves.accuracy["best"]
+
+
+def references(setup: SeedSetup) -> dict[str, list[float]]:
+    """Majority vote and pass@N of the test pools: no reward model involved."""
+    curves = bon_curves(_test_pools(setup, None, "min"), setup.cfg.ns, estimator="exact",
+                        votes=("majority",), trials=400, seed=setup.seed)
+    return {"majority": curves.accuracy["majority"], "pass": curves.accuracy["pass"]}
+
+
+def small_model(setup: SeedSetup, name: str, kind: str, picks: Picks) -> dict:
+    """Train (or load) one small model on `picks` labelled by `kind`; its best-of-N curve."""
+    examples = examples_for(setup, kind, picks)
+    model_dir = train_small(setup, name, kind, examples)
+    positive = [ex.outcome if ex.outcome is not None else float(min(
+        v for v in ex.labels if v is not None) == 1.0) for ex in examples]
+    return {"curve": best_of_n(setup, name, kind, model_dir), "examples": len(examples),
+            "positive_share": float(np.mean(positive)) if positive else 0.0}

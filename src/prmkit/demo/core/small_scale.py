@@ -1,0 +1,123 @@
+"""Small reward models supervised by a large one: what the paper's synthetic-supervision
+and active-learning experiments share, in the demo world.
+
+Per seed: the demo's splits, and the demo's PRM as PRM_large (the seed's models for the
+demo settings `cfg.demo`, read from the work folder or trained there; `core.seed`). Fresh
+problems for the small models, disjoint from every demo split, each with a pool of sampled
+solutions that PRM_large scores once. Small reward models are trained on labelled subsets
+of the pools (`core.labels`, `core.small_models`: the demo's backbone, trainer and
+settings, a fixed number of optimizer steps whatever the data size) and evaluated by
+best-of-N on the demo's test problems. Everything is cached in a folder of the seed's
+models keyed by the small-scale settings, so a stopped run resumes and the two experiments
+share models.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from prmkit.demo import world
+from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
+from prmkit.demo.core.scores import cached_scores
+from prmkit.demo.core.seed import SeedModels, models_folder, seed_models, seed_world
+from prmkit.demo.settings import settings_key
+from prmkit.errors import PrmkitError
+from prmkit.scoring.aggregate import fill_null_steps
+
+# Supervision kinds of the small models, and the reward model each one trains. "checker":
+# the world checker's exact process labels, a control for what the small models can learn.
+OBJECTIVE = {"process": "prm", "outcome": "orm", "final_answer": "orm", "checker": "prm"}
+
+
+@dataclass
+class SmallScaleConfig:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    problems: int = 150  # problems for the small models, disjoint from the demo's splits
+    pool_size: int = 64  # sampled solutions per such problem (the selector's pool)
+    sizes: tuple[int, ...] = (1, 2, 4, 8)  # samples per problem labelled for a small model
+    small_steps: int = 30  # optimizer steps of every small model, whatever its data size
+    test_samples: int = 16  # best-of-N up to this N, on the demo's test problems
+    threshold: float = 0.2  # PRM_large labels a step wrong when P(wrong) > threshold
+    convincing_wrong_share: float = 0.8
+    progress: bool = True
+    demo: DemoConfig = field(default_factory=lambda: DemoConfig(progress=False))
+
+    def __post_init__(self):
+        if not self.sizes or min(self.sizes) < 1 or max(self.sizes) > self.pool_size:
+            raise PrmkitError(f"sizes {self.sizes} must lie in 1..pool_size ({self.pool_size})")
+        if self.test_samples > self.demo.samples_per_test_problem:
+            raise PrmkitError(f"test_samples ({self.test_samples}) exceeds the demo's "
+                              f"{self.demo.samples_per_test_problem} samples per test problem")
+
+    @property
+    def ns(self) -> list[int]:
+        ns = [n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n < self.test_samples]
+        return [*ns, self.test_samples]
+
+    def key(self) -> str:
+        """The small-scale settings' key (the demo's are its models folder's)."""
+        return settings_key(self, leave_out=("demo",))
+
+
+def quick_small_scale(seeds: tuple[int, ...] = (0,)) -> SmallScaleConfig:
+    """A seconds-long run of the experiment code (smoke tests), not a result."""
+    return SmallScaleConfig(seeds=seeds, problems=12, pool_size=6, sizes=(1, 2),
+                            small_steps=3, test_samples=8, progress=False,
+                            demo=replace(quick_config(seeds), progress=False))
+
+
+@dataclass
+class SeedSetup:
+    seed: int
+    cfg: SmallScaleConfig
+    folder: Path  # this seed's cache of small-scale models and scores
+    large: SeedModels  # the demo's models of the seed: PRM_large and its backbone
+    test: list  # the demo's test problems and their pools (first test_samples of each)
+    test_pools: list
+    problems: list  # the small models' problems, their pools and checker verdicts
+    pools: list
+    checks: list
+    large_probs: list  # PRM_large's step probabilities on `pools`
+
+
+def small_scale_folder(seed: int, cfg: SmallScaleConfig, work: Path) -> Path:
+    """The seed's cache of small models and scores: in the folder of its demo models."""
+    return models_folder(seed, cfg.demo, work) / f"small-scale-{cfg.key()}"
+
+
+def prepare_seed(seed: int, cfg: SmallScaleConfig, work: Path) -> SeedSetup:
+    demo = cfg.demo
+    sw = seed_world(seed, demo)
+    large = seed_models(seed, demo, work, sw)
+    # The problems after the demo's pretraining split in the same stream: disjoint from
+    # its test, training and pretraining problems.
+    stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
+                               pretrain=demo.pretrain_problems + cfg.problems,
+                               difficulty=demo.difficulty)
+    problems = stream.pretrain[demo.pretrain_problems:]
+    pools = world.sample_pools(problems, cfg.pool_size, seed=seed + 2)
+    folder = small_scale_folder(seed, cfg, work)
+    folder.mkdir(parents=True, exist_ok=True)
+    large_probs = cached_scores(folder / "large_probs.json", large.prm_dir, pools, problems,
+                                cfg.progress)
+    return SeedSetup(
+        seed=seed, cfg=cfg, folder=folder, large=large, test=sw.splits.test,
+        test_pools=[pool[: cfg.test_samples] for pool in sw.test_pools],
+        problems=problems, pools=pools,
+        checks=[[world.check_solution(p, s) for s in pool] for p, pool in zip(problems, pools)],
+        large_probs=[[fill_null_steps(sp) for sp in pool] for pool in large_probs])
+
+
+def run_seeds(cfg: SmallScaleConfig, work: Path, run_seed, summarise, verdict) -> dict:
+    """Every seed of an experiment (`run_seed` of its setup), summarised, with the wall
+    time, the statement and the settings."""
+    t0 = time.perf_counter()
+    with torch_settings(cfg.demo.threads):
+        per_seed = [run_seed(prepare_seed(s, cfg, Path(work))) for s in cfg.seeds]
+    summary = summarise(per_seed, cfg)
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    summary["statement"] = verdict(summary)
+    summary["config"] = {k: v for k, v in asdict(cfg).items() if k != "demo"}
+    return summary

@@ -1,0 +1,153 @@
+"""Why best-of-N with a reward model rises or falls: cached models and scores per seed.
+
+    prmkit demo --experiment diagnose --seeds 0 --out /tmp/diag [--set reward_steps=500]
+
+Reads (or trains) each seed's backbone, PRM and ORM and their scores of the test pools as
+`prmkit demo` does, then compares selections on the same scores: the PRM under each
+aggregation, the ORM, majority vote, and two checkers that know the truth (every step, or
+arithmetic only). For the pick from each whole pool it reports the number of steps and what
+is wrong with it, against the pool. Writes diagnosis-seed{s}.json per seed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from prmkit.demo import world
+from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
+from prmkit.demo.core.evaluate import seed_test_scores
+from prmkit.demo.core.scores import checked_pools, world_clusterer
+from prmkit.demo.core.seed import seed_models, seed_world
+from prmkit.demo.world.checker import STEP_RE
+from prmkit.demo.world.error_kinds import pick_indices
+from prmkit.demo.world.trees import apply_op
+from prmkit.evaluation import bon_curves
+
+Config = DemoConfig
+SELECTORS = {**{f"PRM {a}": ("prm", a) for a in ("prod", "min", "last", "mean")},
+             "ORM": ("orm", "last")}
+TRUTHS = ("true steps", "true arithmetic")
+
+
+def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
+    """Seconds-long settings (smoke tests), not a result."""
+    return quick_config(seeds)
+
+
+def coarse_kind(prob: world.WorldProblem, steps: list[str], chk: world.StepCheck) -> str:
+    """What is wrong with a solution: right, trap (the problem's misreading), slip
+    (arithmetic), unjustified (an operand never computed or not the problem's: skipped or
+    miscopied), answer (the answer step), or cancel (right answer, wrong step)."""
+    if chk.process_correct:
+        return "right"
+    if prob.trap_answer is not None and chk.answer == prob.trap_answer:
+        return "trap"
+    if chk.final_correct:
+        return "cancel"
+    m = STEP_RE.match(steps[chk.first_error])
+    if m is None:
+        return "answer"
+    return "slip" if apply_op(m[2], int(m[1]), int(m[3])) != int(m[4]) else "unjustified"
+
+
+def arithmetic_ok(steps: list[str]) -> bool:
+    """What a calculator can check: every step's arithmetic is exact and the answer is a
+    value that a step computed (blind to which numbers and operations the problem needs)."""
+    written = set()
+    for s in steps[:-1]:
+        m = STEP_RE.match(s)
+        if m is None or apply_op(m[2], int(m[1]), int(m[3])) != int(m[4]):
+            return False
+        written.add(str(int(m[4])))
+    return bool(steps) and steps[-1].startswith("Answer: ") and steps[-1][8:].strip() in written
+
+
+def truth_scores(pools, checks, answered, seed: int) -> list[list]:
+    """Per truth checker, per problem and solution: 1 where it accepts the solution, 0
+    where not, plus a tiny jitter that breaks its ties at random."""
+    rng = np.random.default_rng(seed)
+    steps_ok, arith_ok = [], []
+    for pool, cs, ans in zip(pools, checks, answered):
+        jitter = dict(zip(ans, rng.random(len(ans)) * 1e-9))
+        steps_ok.append([float(c.first_error < 0) + jitter.get(i, 0.0) for i, c in enumerate(cs)])
+        arith_ok.append([float(arithmetic_ok(s)) + jitter.get(i, 0.0) for i, s in enumerate(pool)])
+    return [steps_ok, arith_ok]
+
+
+def diagnose(seed: int, cfg: DemoConfig, work: Path) -> dict:
+    sw = seed_world(seed, cfg)
+    scores = seed_test_scores(seed_models(seed, cfg, work, sw), sw, progress=False)
+    test, pools = sw.splits.test, sw.test_pools
+    checks = [[world.check_solution(p, s) for s in pool] for p, pool in zip(test, pools)]
+    kinds = [[coarse_kind(p, s, c) for s, c in zip(pool, cs)]
+             for p, pool, cs in zip(test, pools, checks)]
+    answered = [[i for i, c in enumerate(cs) if c.answer is not None] for cs in checks]
+    clusterer = world_clusterer()
+    rows = {name: checked_pools(test, pools, scores[model], agg, clusterer, checks)
+            for name, (model, agg) in SELECTORS.items()}
+    for name, sc in zip(TRUTHS, truth_scores(pools, checks, answered, seed)):
+        rows[name] = checked_pools(test, pools, sc, "last", clusterer, checks)
+    pool_kind = [ks[i] for ks, ans in zip(kinds, answered) for i in ans]
+    pool_len = [len(pool[i]) for pool, ans in zip(pools, answered) for i in ans]
+    shares = lambda found: {k: found.count(k) / len(found) for k in sorted(set(pool_kind))}  # noqa: E731
+    ns = list(cfg.ns)
+    out: dict = {"n": ns, "curves": {}, "picks": {}}
+    for name, pp in rows.items():
+        curves = bon_curves(pp, ns, estimator="exact", votes=("majority",) if name == "ORM" else (),
+                            seed=seed)
+        out["curves"][name] = curves.accuracy["best"]
+        if name == "ORM":
+            out["curves"]["majority"] = curves.accuracy["majority"]
+            out["curves"]["pass"] = curves.accuracy["pass"]
+        picked = pick_indices([p.scores for p in pp], answered)
+        out["picks"][name] = {"steps": float(np.mean([len(pool[k]) for pool, k in zip(pools, picked)])),
+                              **shares([ks[k] for ks, k in zip(kinds, picked)])}
+    out["picks"]["(pool)"] = {"steps": float(np.mean(pool_len)), **shares(pool_kind)}
+    out["first_wrong_step_score"] = first_wrong_step_scores(checks, kinds, answered, scores["prm"])
+    return out
+
+
+def first_wrong_step_scores(checks, kinds, answered, prm) -> dict:
+    """PRM score of each solution's first wrong step, by error kind (right: every step of
+    right solutions): [mean, count]."""
+    by_kind: dict[str, list[float]] = {}
+    for cs, ks, ans, ps in zip(checks, kinds, answered, prm):
+        for i in ans:
+            j = cs[i].first_error
+            if j >= 0 and ps[i][j] is not None:
+                by_kind.setdefault(ks[i], []).append(ps[i][j])
+            elif j < 0:
+                by_kind.setdefault("right", []).extend(p for p in ps[i] if p is not None)
+    return {k: [float(np.mean(v)), len(v)] for k, v in sorted(by_kind.items())}
+
+
+def format_report(r: dict) -> str:
+    ns = r["n"]
+    lines = ["best-of-N, % solved: " + " ".join(f"N={n}" for n in ns)]
+    for name, curve in r["curves"].items():
+        lines.append(f"  {name:<16}" + " ".join(f"{100 * v:5.1f}" for v in curve))
+    kinds = [k for k in r["picks"]["(pool)"] if k != "steps"]
+    lines.append(f"pick from the whole pool: {'steps':>6} " + " ".join(f"{k:>11}" for k in kinds))
+    for name, p in r["picks"].items():
+        lines.append(f"  {name:<16} {p['steps']:6.2f} " + " ".join(f"{p[k]:11.2f}" for k in kinds))
+    lines.append("PRM score of the first wrong step, by error kind (right: every step of right "
+                 "solutions):")
+    for k, (m, n) in r["first_wrong_step_score"].items():
+        lines.append(f"  {k:<12} {m:.3f} ({n} steps)")
+    return "\n".join(lines)
+
+
+def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
+    """Every seed's diagnosis, printed and written to out/diagnosis-seed{s}.json."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    with torch_settings(cfg.threads):
+        for seed in cfg.seeds:
+            results[seed] = r = diagnose(seed, cfg, Path(work))
+            print(f"[diagnose] seed {seed}\n{format_report(r)}")
+            (out / f"diagnosis-seed{seed}.json").write_text(json.dumps(r, indent=1))
+    return results
