@@ -187,3 +187,20 @@ def test_deepspeed_gets_micro_batch_accumulation_and_clipping_without_a_dataload
             ds["train_batch_size"], ds["gradient_clipping"]) == (1, 3, 6, 0.5)
     assert ds["zero_allow_untested_optimizer"]
     assert ds["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"]
+
+
+def test_failed_engine_checkpoint_leaves_neither_a_step_folder_nor_a_temporary_one(tmp_path):
+    class Failing:
+        is_main_process = True
+
+        def wait_for_everyone(self):
+            pass
+
+        def save_state(self, folder):
+            (Path(folder) / "half.bin").write_bytes(b"x")
+            raise OSError("disk full")
+
+    scheduler = SimpleNamespace(state_dict=lambda: {})
+    with pytest.raises(OSError, match="disk full"):
+        dist.save_engine_checkpoint(Failing(), tmp_path, 4, scheduler, {}, 2, [{}])
+    assert list((tmp_path / "checkpoints").iterdir()) == []

@@ -152,14 +152,22 @@ def cached_json(path: str | os.PathLike, compute: Callable[[], Any]) -> Any:
 
 
 @contextlib.contextmanager
-def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_folder(path: str | os.PathLike,
+                  temporary: str | os.PathLike | None = None) -> Iterator[Path]:
     """Yield a temporary folder beside `path`; on success it replaces `path` whole.
 
     On any exception the temporary folder is removed and `path` is left untouched.
+    `temporary` names the folder (emptied first), for a folder that other processes
+    write into as well; by default a new one of its own.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    if temporary is None:
+        tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    else:
+        tmp = Path(temporary)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
     try:
         yield tmp
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; caches are shared like any folder

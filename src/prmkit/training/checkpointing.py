@@ -4,16 +4,15 @@ the RNG state of every process (`rng_state_rank{r}.pt`, one file per rank)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from prmkit.data.io import atomic_folder
 from prmkit.errors import PrmkitError
 
 STATE_FILE = "trainer_state.pt"
@@ -84,18 +83,9 @@ def save_checkpoint(output_dir, step: int, model, optimizer, scheduler, info: di
                     keep: int = 2, rng_states: list[dict] | None = None) -> Path:
     """Write checkpoints/step-N atomically (temp folder, then rename); keep the last `keep`.
     `rng_states[r]` is the RNG state of process r (default: this process, as rank 0)."""
-    root = checkpoint_root(output_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:07d}"
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-step-", dir=root))
-    try:
+    final = checkpoint_root(output_dir) / f"step-{step:07d}"
+    with atomic_folder(final) as tmp:
         write_checkpoint_files(tmp, step, model, optimizer, scheduler, info, rng_states)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     prune_checkpoints(output_dir, keep)
     return final
 

@@ -11,12 +11,13 @@ the engines do what they own: gradient sync and sharding (`accelerator.accumulat
 from __future__ import annotations
 
 import os
-import shutil
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
+from prmkit.data.io import atomic_folder
 from prmkit.errors import PrmkitError
 from prmkit.training import checkpointing as ckpt
 
@@ -203,18 +204,16 @@ def save_engine_checkpoint(acc, output_dir: Path, step: int, scheduler, info: di
     (accelerate.save_state, every process writes its part), beside prmkit's scheduler,
     step, RNG states and run record. Written in a temporary folder, renamed when complete."""
     root = ckpt.checkpoint_root(output_dir)
-    final, tmp = root / f"step-{step:07d}", root / f".tmp-step-{step:07d}"
+    final, tmp = root / f"step-{step:07d}", root / f".tmp-step-{step:07d}"  # one name for all
+    with atomic_folder(final, tmp) if acc.is_main_process else nullcontext(tmp):
+        if acc.is_main_process:
+            (tmp / ENGINE_DIR).mkdir()
+        acc.wait_for_everyone()
+        acc.save_state(str(tmp / ENGINE_DIR))
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            ckpt.write_checkpoint_files(tmp, step, None, None, scheduler, info, rng_states)
     if acc.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        (tmp / ENGINE_DIR).mkdir(parents=True)
-    acc.wait_for_everyone()
-    acc.save_state(str(tmp / ENGINE_DIR))
-    acc.wait_for_everyone()
-    if acc.is_main_process:
-        ckpt.write_checkpoint_files(tmp, step, None, None, scheduler, info, rng_states)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
         ckpt.prune_checkpoints(output_dir, keep)
     acc.wait_for_everyone()
     return final
