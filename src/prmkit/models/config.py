@@ -15,6 +15,14 @@ Formulation = Literal["token", "head"]
 Objective = Literal["prm", "orm"]
 
 
+def is_token_classification_export(folder: str | Path) -> bool:
+    """Whether `folder` is a token-classification export (`prmkit export`), which also
+    carries prmkit_config.json."""
+    hf = Path(folder) / "config.json"
+    archs = json.loads(hf.read_text()).get("architectures") or [] if hf.is_file() else []
+    return any(a.endswith("ForTokenClassification") for a in archs)
+
+
 @dataclass
 class RewardModelConfig:
     objective: Objective = "prm"  # prm: a label after every step; orm: one at the end

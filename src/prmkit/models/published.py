@@ -23,7 +23,11 @@ import torch
 from torch import nn
 
 from prmkit.errors import PrmkitError
-from prmkit.models.config import CONFIG_NAME, RewardModelConfig
+from prmkit.models.config import (
+    CONFIG_NAME,
+    RewardModelConfig,
+    is_token_classification_export,
+)
 from prmkit.models.family import (
     FamilySpec,
     architecture_of,
@@ -277,12 +281,10 @@ def describe_family(model) -> dict:
 def prm_config_of(folder: str | Path, format: str | None = None) -> RewardModelConfig:
     """The reward-model config of any PRM folder without loading its weights: prmkit's
     own, or the published family's (`format`, else detected)."""
-    from prmkit.models.reward_model import _is_export
-
     folder = Path(folder)
     if format is None and Path(folder, CONFIG_NAME).is_file():
         config = RewardModelConfig.load(folder)
-        if _is_export(folder):
+        if is_token_classification_export(folder):
             config.family = "prmkit-token-classification"
         return config
     spec = load_spec(format) if format else detect_spec(folder)

@@ -19,7 +19,11 @@ from torch import nn
 from prmkit.errors import PrmkitError
 from prmkit.models.attention import TreeMask, decoder_attention_mask
 from prmkit.models.card import write_model_card
-from prmkit.models.config import CONFIG_NAME, RewardModelConfig
+from prmkit.models.config import (
+    CONFIG_NAME,
+    RewardModelConfig,
+    is_token_classification_export,
+)
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
 from prmkit.models.surprise import feature_size, surprise_features
 
@@ -237,7 +241,8 @@ class StepRewardModel(nn.Module):
 
         dtype = resolve_dtype(dtype)
         folder = resolve_model_folder(folder)
-        if format is not None or not (folder / CONFIG_NAME).is_file() or _is_export(folder):
+        if (format is not None or not (folder / CONFIG_NAME).is_file()
+                or is_token_classification_export(folder)):
             from prmkit.models.published import load_published
 
             return load_published(folder, format, trust_remote_code=trust_remote_code,
@@ -264,15 +269,6 @@ class StepRewardModel(nn.Module):
         if device is not None:
             model.to(device)
         return model.eval()
-
-
-def _is_export(folder: Path) -> bool:
-    """A token-classification export (`prmkit export`) also carries prmkit_config.json."""
-    import json
-
-    hf = folder / "config.json"
-    archs = json.loads(hf.read_text()).get("architectures") or [] if hf.is_file() else []
-    return any(a.endswith("ForTokenClassification") for a in archs)
 
 
 def merged_state_dict(backbone) -> dict[str, torch.Tensor]:

@@ -29,7 +29,7 @@ import torch
 
 from prmkit.data.io import atomic_folder
 from prmkit.errors import PrmkitError
-from prmkit.models.config import RewardModelConfig
+from prmkit.models.config import RewardModelConfig, is_token_classification_export
 
 CLASS_NAMES = {2: ["correct", "wrong"], 3: ["positive", "neutral", "negative"]}
 
@@ -55,10 +55,10 @@ def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = 
     dtype: the backbone's weights as saved (default: as loaded, fp32); the head stays fp32.
     The folder is written whole or not at all; an earlier export in it is replaced, any
     other folder that is not empty refused."""
-    from prmkit.models.reward_model import StepRewardModel, _is_export
+    from prmkit.models.reward_model import StepRewardModel
 
     out = Path(out)
-    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not _is_export(out)):
+    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not is_token_classification_export(out)):
         raise PrmkitError(f"{out} exists and is not an export: choose a new folder (an "
                           "earlier export there is replaced)")
     model = StepRewardModel.from_pretrained(model_dir, dtype=dtype)
