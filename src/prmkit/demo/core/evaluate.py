@@ -60,7 +60,7 @@ def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
                 step_probs.append(p)
                 step_labels.append(int(c.labels[j] == 1))
             fe_labels.append(c.first_error)
-            fe_preds.append(first_error_index(probs, 0.5))
+            fe_preds.append(first_error_index(probs, 0.5, rules="prmkit"))  # null: 0.0, as in step metrics
 
     ns = list(cfg.ns)
     prm_curves = bon_curves(prm_pools, ns, estimator="exact", pool_size=None,
