@@ -190,7 +190,7 @@ def test_progress_advances_per_batch_and_counts_each_solution_once(model):
     n_batches = len(scorer.plan_batches([scorer.encode(it["problem"], it["steps"])
                                          for it in data]))
     calls: list[int] = []
-    scorer._score_chunk(data, calls.append)
+    scorer.score_chunk(data, calls.append)
     assert len(calls) == n_batches + 1  # solutions with no steps first, then once per batch
     assert calls[0] == sum(1 for it in data if not it["steps"]) > 0
     assert sum(calls) == len(data)

@@ -39,7 +39,6 @@ from prmkit.data.resume import read_written
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
 from prmkit.scoring.provenance import check_same_scorer
-from prmkit.scoring.scorer import Scorer, SolutionScores
 
 log = logging.getLogger("prmkit.scoring")
 
@@ -97,8 +96,8 @@ def _line_id(path: str, lineno: int, obj) -> str | None:
     return _record_id(obj) if isinstance(obj, dict) else None
 
 
-def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: bool,
-                   scored_by: dict) -> dict:
+def _output_record(obj: dict, scores, aggregation: str, orm: bool, scored_by: dict) -> dict:
+    """The output line of input line `obj` scored `scores` (a scorer's SolutionScores)."""
     out = dict(obj)
     out["step_scores"] = scores.step_probs
     out["score"] = aggregate(scores.step_probs, Aggregation.LAST if orm else aggregation)
@@ -112,11 +111,12 @@ def _output_record(obj: dict, scores: SolutionScores, aggregation: str, orm: boo
     return out
 
 
-def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.PathLike,
+def score_file(scorer, in_path: str | os.PathLike, out_path: str | os.PathLike,
                aggregation: str | None = None, resume: bool = False, overwrite: bool = False,
                chunk_size: int = 256, progress: bool = True,
                force: bool = False) -> ScoreFileReport:
-    """Score every solution of a JSONL file into `out_path` (see module docstring).
+    """Score every solution of a JSONL file into `out_path` with `scorer` (a
+    `prmkit.scoring.Scorer`; see the module docstring).
 
     An existing output needs resume=True (continue it) or overwrite=True (start over).
     Resuming an output scored by another model or with other settings raises PrmkitError
@@ -188,10 +188,10 @@ def score_file(scorer: Scorer, in_path: str | os.PathLike, out_path: str | os.Pa
     return report
 
 
-def _write_chunk(scorer: Scorer, chunk: list[dict], f, scored_by: dict, orm: bool,
+def _write_chunk(scorer, chunk: list[dict], f, scored_by: dict, orm: bool,
                  report: ScoreFileReport, bar) -> None:
     bar.refresh()  # show the solutions skipped on resume before a long first chunk
-    results = scorer._score_chunk(chunk, bar.update)
+    results = scorer.score_chunk(chunk, bar.update)
     aggregation = scored_by["aggregation"]
     f.write(b"".join(dumps_line(_output_record(rec, res, aggregation, orm, scored_by))
                      for rec, res in zip(chunk, results, strict=True)))

@@ -311,9 +311,9 @@ class Scorer:
         logits = logits.float().cpu()
         return self.model.correct_probability(logits), logits.softmax(-1)
 
-    def _score_chunk(self, items: Sequence[Any],
-                     on_solutions_done: Callable[[int], Any] | None = None
-                     ) -> list[SolutionScores]:
+    def score_chunk(self, items: Sequence[Any],
+                    on_solutions_done: Callable[[int], Any] | None = None
+                    ) -> list[SolutionScores]:
         """Score `items` (this process's share of them under data parallelism);
         `on_solutions_done(n)` is called after each batch with the number of solutions it
         completed (for progress bars), or once for the whole chunk under data parallelism,
@@ -362,10 +362,10 @@ class Scorer:
             for item in items:
                 chunk.append(item)
                 if len(chunk) >= chunk_size:
-                    yield from self._score_chunk(chunk, bar.update)
+                    yield from self.score_chunk(chunk, bar.update)
                     chunk = []
             if chunk:
-                yield from self._score_chunk(chunk, bar.update)
+                yield from self.score_chunk(chunk, bar.update)
 
     def score(self, items: Iterable[Any], chunk_size: int = 512,
               progress: bool = False) -> list[list[float | None]]:
