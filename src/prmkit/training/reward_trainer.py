@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -55,6 +56,49 @@ class TrainResult:
     steps: int
     metrics: dict = field(default_factory=dict)  # last train and eval metrics
     data: dict = field(default_factory=dict)  # data / packing statistics
+
+
+@dataclass
+class _Run:
+    """What the steps of one run work with (`RewardTrainer._setup` builds it)."""
+
+    out: Path
+    resume_from: Path | None
+    train_rows: list[PackedRow]
+    eval_rows: list[PackedRow]
+    batches: list[list[int]]  # micro-batches, as indices of train_rows
+    per_window: int = 0  # micro-batches per optimizer step, all processes together
+    usable: int = 0  # micro-batches per epoch (a multiple of the processes)
+    steps_per_epoch: int = 0
+    total_steps: int = 0
+    model: Any = None  # as prepared by the engine
+    raw: Any = None  # the model unwrapped
+    optimizer: Any = None
+    scheduler: Any = None
+    params: list = field(default_factory=list)  # the trainable ones (FSDP: sharded)
+    pad_id: int = 0
+    start_step: int = 0
+    step: int = 0
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.out / METRICS_FILE
+
+
+class _Meter:
+    """Tokens and labels trained on since the last log, and when that was."""
+
+    def __init__(self):
+        self.start = self.since = time.perf_counter()
+        self.tokens = self.labels = 0
+
+    def add(self, tokens: int, labels: int) -> None:
+        self.tokens += tokens
+        self.labels += labels
+
+    def restart(self, now: float) -> None:
+        self.tokens = self.labels = 0
+        self.since = now
 
 
 def seed_everything(seed: int) -> None:
@@ -180,7 +224,14 @@ class RewardTrainer:
 
     # ---- training -----------------------------------------------------------------------
     def train(self) -> TrainResult:
-        from prmkit.training.dataset import prepare
+        run = self._setup()
+        last = self._run_steps(run)
+        return self._finish(run, last)
+
+    # ---- training: setup ----------------------------------------------------------------
+    def _setup(self) -> _Run:
+        """The accelerator, the resume checks, data, model and rows, the batch plan, the
+        run folder's config, the optimizer and scheduler (restored when resuming)."""
         from prmkit.training.model_setup import check_model_options
 
         cfg = self.config
@@ -200,7 +251,25 @@ class RewardTrainer:
             self._check_resume(out, resume_from)
         if acc.is_main_process:
             self._warn_count_with_prefixes()
+        model, train_rows, eval_rows = self._model_and_rows()
+        run = _Run(out, resume_from, train_rows, eval_rows, self.batch_plan(train_rows))
+        self._plan_steps(run)
+        # The run folder starts with its config once data and model are read: a run that
+        # fails before (bad data, a missing backbone) leaves none. A resumed run keeps the
+        # config.json it started with.
+        if resume_from is None and acc.is_main_process:
+            out.mkdir(parents=True, exist_ok=True)
+            with atomic_write(out / "config.json", "w") as f:
+                f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        self._prepare(run, model)
+        self._restore(run)
+        return run
 
+    def _model_and_rows(self) -> tuple[Any, list[PackedRow], list[PackedRow]]:
+        """The model, and the training and held-out rows of the configured data."""
+        from prmkit.training.dataset import prepare
+
+        cfg = self.config
         loaded: Counter = Counter()
         train_ex, eval_ex = prepare(cfg.data, cfg.model.objective, cfg.seed, loaded)
         self.data_stats.update(loaded)
@@ -230,156 +299,186 @@ class RewardTrainer:
             self.data_stats.update(held_out.eval_size(eval_rows, len(eval_ex), eval_available))
         if not train_rows:
             raise PrmkitError("no labelled steps fit in model.step_format.max_length")
-        batches = self.batch_plan(train_rows)
-        world, rank = acc.num_processes, acc.process_index
-        per_window = cfg.grad_accum * world
-        usable = len(batches) - (len(batches) % world if world > 1 else 0)
-        if usable == 0:
-            raise PrmkitError(f"{len(batches)} batches for {world} processes: need more data")
-        steps_per_epoch = math.ceil(usable / per_window)
-        total_steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * steps_per_epoch))
-        self.data_stats.update({"batches_per_epoch": usable, "steps_per_epoch": steps_per_epoch,
-                                "total_steps": total_steps})
-        # The run folder starts with its config once data and model are read: a run that
-        # fails before (bad data, a missing backbone) leaves none. A resumed run keeps the
-        # config.json it started with.
-        if resume_from is None and acc.is_main_process:
-            out.mkdir(parents=True, exist_ok=True)
-            with atomic_write(out / "config.json", "w") as f:
-                f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        return model, train_rows, eval_rows
 
+    def _plan_steps(self, run: _Run) -> None:
+        """Steps per epoch and in all: each process takes its share of a window of
+        grad_accum x processes micro-batches per step."""
+        cfg, world = self.config, self.accelerator.num_processes
+        batches = run.batches
+        run.per_window = cfg.grad_accum * world
+        run.usable = len(batches) - (len(batches) % world if world > 1 else 0)
+        if run.usable == 0:
+            raise PrmkitError(f"{len(batches)} batches for {world} processes: need more data")
+        run.steps_per_epoch = math.ceil(run.usable / run.per_window)
+        run.total_steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * run.steps_per_epoch))
+        self.data_stats.update({"batches_per_epoch": run.usable,
+                                "steps_per_epoch": run.steps_per_epoch,
+                                "total_steps": run.total_steps})
+
+    def _prepare(self, run: _Run, model) -> None:
+        """The optimizer and scheduler, and the model and optimizer prepared by the engine."""
+        cfg, acc = self.config, self.accelerator
         frozen = dist.freeze_unused_parameters(model)
         if frozen and acc.is_main_process:
             log.info("frozen (never used by the forward pass): %s", ", ".join(frozen))
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        scheduler = self._scheduler(optimizer, total_steps)
+        run.scheduler = self._scheduler(optimizer, run.total_steps)
         model.train()
         if self.engine.startswith("zero"):
             dist.configure_deepspeed(acc, cfg)
         acc.gradient_accumulation_steps = cfg.grad_accum
-        model, optimizer = acc.prepare(model, optimizer)
-        raw = acc.unwrap_model(model)
-        dist.after_prepare(self.engine, model, raw)
-        params = [p for p in model.parameters() if p.requires_grad]  # FSDP: sharded now
-        self._trained_model = model
+        run.model, run.optimizer = acc.prepare(model, optimizer)
+        run.raw = acc.unwrap_model(run.model)
+        dist.after_prepare(self.engine, run.model, run.raw)
+        run.params = [p for p in run.model.parameters() if p.requires_grad]  # FSDP: sharded
+        self._trained_model = run.model
+        run.pad_id = run.raw.tokenizer.pad_token_id
+        if run.pad_id is None:
+            run.pad_id = run.raw.tokenizer.eos_token_id or 0
 
-        start_step = 0
+    def _restore(self, run: _Run) -> None:
+        """The step to start from: the checkpoint's when resuming (its weights, optimizer
+        and scheduler loaded), else 0; metrics logged after it are dropped."""
+        acc, resume_from = self.accelerator, run.resume_from
         if resume_from is not None and dist.is_engine_checkpoint(resume_from):
-            start_step = dist.load_engine_checkpoint(acc, resume_from, scheduler)
-            acc.print(f"resumed from {resume_from} (step {start_step})")
+            run.step = dist.load_engine_checkpoint(acc, resume_from, run.scheduler)
+            acc.print(f"resumed from {resume_from} (step {run.step})")
         elif resume_from is not None:
             if self.engine in dist.ENGINE_STATE:
                 raise PrmkitError(f"{resume_from} was saved without DeepSpeed or FSDP: resume "
                                   "it with the engine that saved it")
-            start_step = ckpt.load_checkpoint(resume_from, raw, optimizer, scheduler,
-                                              rank=acc.process_index)
-            acc.print(f"resumed from {resume_from} (step {start_step})")
-        elif cfg.resume:
-            acc.print(f"resume=true but {out} has no checkpoint: starting from scratch")
-        metrics_path = out / METRICS_FILE
+            run.step = ckpt.load_checkpoint(resume_from, run.raw, run.optimizer, run.scheduler,
+                                            rank=acc.process_index)
+            acc.print(f"resumed from {resume_from} (step {run.step})")
+        elif self.config.resume:
+            acc.print(f"resume=true but {run.out} has no checkpoint: starting from scratch")
+        run.start_step = run.step
         if acc.is_main_process:
-            self._trim_metrics(metrics_path, start_step)
+            self._trim_metrics(run.metrics_path, run.step)
 
-        pad_id = raw.tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = raw.tokenizer.eos_token_id or 0
-        device = acc.device
-        pin = device.type == "cuda"
+    # ---- training: steps ----------------------------------------------------------------
+    def _run_steps(self, run: _Run) -> dict:
+        """Optimizer steps up to total_steps, logging, evaluating and checkpointing as
+        configured; the last logged train metrics."""
+        cfg, device = self.config, self.accelerator.device
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
         last: dict = {}
-        progress = self._progress(total_steps, start_step)
-        window_tokens = window_labels = 0
-        step_t0 = time.perf_counter()
-        tokens_since, labels_since, t_since = 0, 0, time.perf_counter()
-        step = start_step
+        progress = self._progress(run.total_steps, run.start_step)
+        meter = _Meter()
         try:
-            while step < total_steps:
-                epoch, idx = divmod(step, steps_per_epoch)
-                order = self._epoch_order(epoch, len(batches))[:usable]
-                window = order[idx * per_window:(idx + 1) * per_window]
-                mine = window[rank::world]
-                total_w = sum(float(np.sum(train_rows[r].weights)) for b in window
-                              for r in batches[b])
-                # accumulate() syncs gradients (DeepSpeed: engine.step) at the window's
-                # last micro-batch, also when the epoch's last window is shorter.
-                acc.step = cfg.grad_accum - len(mine)
-                loss_sum = torch.zeros((), device=device)  # read only when logged
-                for b in mine:
-                    # on CUDA: pinned host memory and a non-blocking copy, so the next
-                    # micro-batch is collated and copied while queued kernels still run
-                    batch = collate([train_rows[r] for r in batches[b]], pad_id,
-                                    pin_memory=pin).to(device)
-                    with acc.accumulate(model):
-                        with autocast:
-                            logits = model(batch.input_ids, batch.label_positions,
-                                           batch.attention_mask, batch.position_ids)
-                        per = label_losses(logits, batch.targets)
-                        loss = (per * batch.weights).sum() / max(total_w, 1e-8) * world
-                        # accelerate (DeepSpeed: the engine) divides by grad_accum; the
-                        # loss is already normalised over the whole window.
-                        acc.backward(loss * cfg.grad_accum)
-                    loss_sum += loss.detach() / world
-                    window_tokens += batch.num_tokens
-                    window_labels += batch.num_sources
-                if cfg.max_grad_norm and not self.engine.startswith("zero"):
-                    acc.clip_grad_norm_(params, cfg.max_grad_norm)  # DeepSpeed clips itself
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                tokens_since += window_tokens
-                labels_since += window_labels
-                window_tokens = window_labels = 0
-                now = time.perf_counter()
-                if step % cfg.log_every == 0 or step == total_steps or step == start_step + 1:
-                    last_loss = self._mean_across(loss_sum) * world  # each rank holds a share
-                    dt = max(now - t_since, 1e-9)
-                    tps = self._mean_across(tokens_since / dt) * world
-                    lps = self._mean_across(labels_since / dt) * world
-                    last = {"step": step, "epoch": round(step / steps_per_epoch, 4),
-                            "loss": round(last_loss, 6), "lr": scheduler.get_last_lr()[0],
-                            "tokens_per_s": round(tps, 1), "labels_per_s": round(lps, 2),
-                            "elapsed_s": round(now - step_t0, 2)}
-                    self._log(metrics_path, {"type": "train", **last})
-                    tokens_since, labels_since, t_since = 0, 0, now
-                    if progress is not None:
-                        progress.set_postfix_str(held_out.train_postfix(step, last_loss, tps))
+            while run.step < run.total_steps:
+                loss_sum, tokens, labels = self._step(run, autocast)
+                run.step += 1
+                meter.add(tokens, labels)
+                step = run.step
+                if step % cfg.log_every == 0 or step in (run.total_steps, run.start_step + 1):
+                    last = self._log_train(run, loss_sum, meter, progress)
                 if progress is not None:
                     progress.update(1)
-                if eval_rows and cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
-                    self._log(metrics_path, {"type": "eval", "step": step,
-                                             **self.evaluate(model, eval_rows, pad_id,
-                                                             desc=f"eval at step {step}")})
-                    model.train()
-                if cfg.save_every and step % cfg.save_every == 0 and step < total_steps:
-                    self._save_checkpoint(out, step, raw, optimizer, scheduler)
+                if step < run.total_steps:
+                    self._evaluate_and_save(run)
                 if self.step_callback is not None:
                     self.step_callback(step, last)
         finally:
             if progress is not None:
                 progress.close()
+        return last
 
+    def _step(self, run: _Run, autocast) -> tuple[torch.Tensor, int, int]:
+        """One optimizer step over this process's share of the step's window of
+        micro-batches: (its loss share, tokens, labels)."""
+        cfg, acc = self.config, self.accelerator
+        world, device = acc.num_processes, acc.device
+        epoch, idx = divmod(run.step, run.steps_per_epoch)
+        order = self._epoch_order(epoch, len(run.batches))[:run.usable]
+        window = order[idx * run.per_window:(idx + 1) * run.per_window]
+        mine = window[acc.process_index::world]
+        rows = run.train_rows
+        total_w = sum(float(np.sum(rows[r].weights)) for b in window for r in run.batches[b])
+        # accumulate() syncs gradients (DeepSpeed: engine.step) at the window's last
+        # micro-batch, also when the epoch's last window is shorter.
+        acc.step = cfg.grad_accum - len(mine)
+        loss_sum = torch.zeros((), device=device)  # read only when logged
+        tokens = labels = 0
+        for b in mine:
+            # on CUDA: pinned host memory and a non-blocking copy, so the next micro-batch
+            # is collated and copied while queued kernels still run
+            batch = collate([rows[r] for r in run.batches[b]], run.pad_id,
+                            pin_memory=device.type == "cuda").to(device)
+            with acc.accumulate(run.model):
+                with autocast:
+                    logits = run.model(batch.input_ids, batch.label_positions,
+                                       batch.attention_mask, batch.position_ids)
+                per = label_losses(logits, batch.targets)
+                loss = (per * batch.weights).sum() / max(total_w, 1e-8) * world
+                # accelerate (DeepSpeed: the engine) divides by grad_accum; the loss is
+                # already normalised over the whole window.
+                acc.backward(loss * cfg.grad_accum)
+            loss_sum += loss.detach() / world
+            tokens += batch.num_tokens
+            labels += batch.num_sources
+        if cfg.max_grad_norm and not self.engine.startswith("zero"):
+            acc.clip_grad_norm_(run.params, cfg.max_grad_norm)  # DeepSpeed clips itself
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        return loss_sum, tokens, labels
+
+    def _log_train(self, run: _Run, loss_sum: torch.Tensor, meter: _Meter, progress) -> dict:
+        """The train metrics since the last ones, averaged across processes."""
+        world = self.accelerator.num_processes
+        now = time.perf_counter()
+        last_loss = self._mean_across(loss_sum) * world  # each rank holds a share
+        dt = max(now - meter.since, 1e-9)
+        tps = self._mean_across(meter.tokens / dt) * world
+        lps = self._mean_across(meter.labels / dt) * world
+        last = {"step": run.step, "epoch": round(run.step / run.steps_per_epoch, 4),
+                "loss": round(last_loss, 6), "lr": run.scheduler.get_last_lr()[0],
+                "tokens_per_s": round(tps, 1), "labels_per_s": round(lps, 2),
+                "elapsed_s": round(now - meter.start, 2)}
+        self._log(run.metrics_path, {"type": "train", **last})
+        meter.restart(now)
+        if progress is not None:
+            progress.set_postfix_str(held_out.train_postfix(run.step, last_loss, tps))
+        return last
+
+    def _evaluate_and_save(self, run: _Run) -> None:
+        """The held-out evaluation and the checkpoint due after this step, if any."""
+        cfg, step = self.config, run.step
+        if run.eval_rows and cfg.eval_every and step % cfg.eval_every == 0:
+            self._log(run.metrics_path, {"type": "eval", "step": step,
+                                         **self.evaluate(run.model, run.eval_rows, run.pad_id,
+                                                         desc=f"eval at step {step}")})
+            run.model.train()
+        if cfg.save_every and step % cfg.save_every == 0:
+            self._save_checkpoint(run.out, step, run.raw, run.optimizer, run.scheduler)
+
+    # ---- training: the end --------------------------------------------------------------
+    def _finish(self, run: _Run, last: dict) -> TrainResult:
+        """The final model saved, then the final evaluation."""
+        cfg, acc = self.config, self.accelerator
         # Save before the final evaluation: a long eval that is stopped loses nothing.
-        model_dir = out / MODEL_DIR
+        model_dir = run.out / MODEL_DIR
         acc.wait_for_everyone()
-        dist.save_final_model(acc, self.engine, model, raw, model_dir, cfg.save_merged,
+        dist.save_final_model(acc, self.engine, run.model, run.raw, model_dir, cfg.save_merged,
                               self.build_model)
         if acc.is_main_process:
-            with atomic_write(out / "data_stats.json", "w") as f:
+            with atomic_write(run.out / "data_stats.json", "w") as f:
                 f.write(json.dumps(dict(self.data_stats), indent=2) + "\n")
         acc.wait_for_everyone()
         final_eval = {}
-        if eval_rows and cfg.final_eval:
+        if run.eval_rows and cfg.final_eval:
             if acc.is_main_process:
                 held_out.say(held_out.final_eval_notice(
                     model_dir, self.data_stats, last.get("tokens_per_s")))
-            final_eval = self.evaluate(model, eval_rows, pad_id, desc="final eval")
-            self._log(metrics_path, {"type": "eval", "step": step, **final_eval})
-        elif eval_rows and acc.is_main_process:
+            final_eval = self.evaluate(run.model, run.eval_rows, run.pad_id, desc="final eval")
+            self._log(run.metrics_path, {"type": "eval", "step": run.step, **final_eval})
+        elif run.eval_rows and acc.is_main_process:
             held_out.say(f"model saved to {model_dir}; final evaluation skipped "
                          "(final_eval=false)")
-        return TrainResult(out, model_dir, step, {"train": last, "eval": final_eval},
+        return TrainResult(run.out, model_dir, run.step, {"train": last, "eval": final_eval},
                            dict(self.data_stats))
 
     # ---- evaluation ---------------------------------------------------------------------
