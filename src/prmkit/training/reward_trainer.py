@@ -40,6 +40,7 @@ from prmkit.training.batching import (
     token_batches,
 )
 from prmkit.training.data_cache import rows_for
+from prmkit.training.model_setup import training_bf16
 from prmkit.training.packing import PackedRow, drop_long_prompts
 from prmkit.training.resume import check_resume, run_fingerprint
 from prmkit.training.reward_config import RewardTrainingConfig
@@ -363,7 +364,8 @@ class RewardTrainer:
         """Optimizer steps up to total_steps, logging, evaluating and checkpointing as
         configured; the last logged train metrics."""
         cfg, device = self.config, self.accelerator.device
-        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16,
+                                  enabled=training_bf16(cfg, device))
         last: dict = {}
         progress = self._progress(run.total_steps, run.start_step)
         meter = _Meter()
@@ -505,14 +507,14 @@ class RewardTrainer:
                             unit="batch", disable=not show):
                 b = mine[i] if i < len(mine) else batches[0]
                 p = predict_rows(forward, [rows[r] for r in b], pad_id, cfg.batch_tokens,
-                                 cfg.max_rows, cfg.bf16, acc.device)
+                                 cfg.max_rows, training_bf16(cfg, acc.device), acc.device)
                 if i < len(mine):
                     preds.append(p)
         else:
             mine_rows = [rows[i] for b in mine for i in b]
             preds = [predict_rows(acc.unwrap_model(model), mine_rows, pad_id, cfg.batch_tokens,
-                                  cfg.max_rows, cfg.bf16, acc.device, progress=show,
-                                  desc=desc)] if mine_rows else []
+                                  cfg.max_rows, training_bf16(cfg, acc.device), acc.device,
+                                  progress=show, desc=desc)] if mine_rows else []
         parts = [p for p in gather_object(preds) if len(p.probs)]  # every process's, flattened
         if not parts:
             return {}
