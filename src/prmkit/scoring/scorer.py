@@ -116,7 +116,8 @@ class Scorer:
     """Batch scoring with a `StepRewardModel`; the caller's model is never modified (its
     weights, dtype and training flag stay as they are; only `device` moves it, when given).
 
-    dtype: the compute dtype (bf16 by default, also on CPU); None runs the model as it is,
+    dtype: the compute dtype; "auto" (the default): bf16 where the device computes it
+    natively, else fp32 (prmkit.models.precision); None runs the model as it is,
     and so does a dtype equal to the backbone's. By default the forward runs under
     torch.autocast(dtype) on the caller's weights. cast_weights=True scores with a copy of
     the model whose backbone is cast to dtype (the classification head stays fp32): bf16
@@ -135,12 +136,13 @@ class Scorer:
     `prefix_pair_cost` (default 1 / hidden size) weighs attention against the rest.
     """
 
-    def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "bf16",
+    def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "auto",
                  device: str | torch.device | None = None, cast_weights: bool = False,
                  max_batch_size: int | None = None, max_padding: float = 0.15,
                  parallel: DataParallel | None = None, share_prefixes: bool = False, *,
                  _source: str | None = None):
         from prmkit.models.backbones import resolve_device
+        from prmkit.models.precision import compute_dtype
 
         if token_budget < 1:
             raise PrmkitError(f"token_budget must be positive, got {token_budget}")
@@ -151,8 +153,10 @@ class Scorer:
         text_config = getattr(getattr(model.backbone, "config", None), "get_text_config", None)
         hidden = getattr(text_config(), "hidden_size", None) if text_config else None
         self.prefix_pair_cost = 1.0 / hidden if hidden else 0.0
-        self.dtype = resolve_dtype(dtype)
-        weights = next(model.backbone.parameters()).dtype
+        first = next(model.backbone.parameters())
+        self.dtype = resolve_dtype(compute_dtype(
+            dtype, first.device if device is None else resolve_device(device)))
+        weights = first.dtype
         change = self.dtype is not None and self.dtype != weights
         self.cast_weights = change and (cast_weights or self.dtype == torch.float32)
         self.autocast = change and not self.cast_weights
@@ -176,7 +180,7 @@ class Scorer:
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, token_budget: int = 16384,
-                        dtype: str | torch.dtype | None = "bf16",
+                        dtype: str | torch.dtype | None = "auto",
                         device: str | torch.device | None = "auto",
                         attn_implementation: str | None = None, format: str | None = None,
                         trust_remote_code: bool = False, **kw) -> Scorer:
@@ -185,12 +189,14 @@ class Scorer:
         `folder` may also be a Hub id or a published PRM: `format` (a family name or spec
         file) and `trust_remote_code` as in `StepRewardModel.from_pretrained`."""
         from prmkit.models.backbones import resolve_device
+        from prmkit.models.precision import compute_dtype
         from prmkit.models.reward_model import StepRewardModel
 
         parallel = kw.get("parallel")
         if parallel is not None and parallel.world > 1 and device in (None, "auto"):
             device = parallel.device
         device = resolve_device(device)
+        dtype = compute_dtype(dtype, device)
         from prmkit.data.hub import resolve_model_folder
 
         folder = resolve_model_folder(folder)
