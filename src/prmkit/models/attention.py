@@ -78,6 +78,17 @@ def layer_windows(backbone) -> dict[str, int | None]:
     return out
 
 
+def full_attention_within(backbone, max_length: int) -> bool:
+    """Whether every layer attends to every earlier token of a sequence of max_length
+    tokens (what a reused key/value cache, whose columns are not positions, assumes)."""
+    cfg = backbone.config.get_text_config()
+    window = getattr(cfg, "sliding_window", None)
+    types = getattr(cfg, "layer_types", None) or []
+    sliding = any(t != "full_attention" for t in types) if types else \
+        getattr(cfg, "use_sliding_window", True)
+    return window is None or not sliding or window >= max_length
+
+
 def check_tree_mask_support(backbone) -> None:
     impl = attn_implementation_of(backbone)
     if impl not in TREE_MASK_IMPLEMENTATIONS:
