@@ -12,7 +12,6 @@ import pytest
 from test_reward_server import AUTH, PROBLEMS, STEPS, LiveServer, as_json, assert_same_rewards
 from test_scoring import make_model
 
-from prmkit.models.attention import TreeMask
 from prmkit.rewards import compute_step_rewards
 from prmkit.rewards.serving import Item, ScorerBackend
 from prmkit.scoring import Scorer
@@ -40,7 +39,7 @@ def prm_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shared_scorer(prm_dir):
     scorer = Scorer.from_pretrained(prm_dir, dtype="fp32", device="cpu", share_prefixes=True)
-    scorer.prefix_pair_cost = 0.0  # every completion in its prompt's row (short test rows)
+    scorer.min_shared_tokens = 0  # every prompt of 2+ completions shared (short test prompts)
     return scorer
 
 
@@ -51,11 +50,11 @@ def padded_scorer(prm_dir):
 
 def test_grouped_requests_batched_together_get_their_own_rewards_in_order(shared_scorer,
                                                                           padded_scorer):
-    trees = []
+    shared = []
     run_batch = shared_scorer.run_batch
 
     def spy(batch):
-        trees.append(isinstance(batch.attention_mask, TreeMask))
+        shared.append(batch.shared is not None)
         return run_batch(batch)
 
     shared_scorer.run_batch = spy
@@ -77,7 +76,7 @@ def test_grouped_requests_batched_together_get_their_own_rewards_in_order(shared
             batches = server.metric("prmkit_reward_batch_requests_count")
     finally:
         del shared_scorer.run_batch
-    assert batches < CLIENTS and any(trees)  # requests shared batches, prompts shared rows
+    assert batches < CLIENTS and any(shared)  # requests shared batches, prompts their cache
     for c, body in answers.items():
         # offline on padded rows (the module's scorer does not share prefixes)
         want = as_json(compute_step_rewards(padded_scorer, *group_request(c)))

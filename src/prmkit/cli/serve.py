@@ -103,8 +103,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-batch-requests", type=int, default=None,
                    help="requests per batch at most (1: one forward per request)")
     p.add_argument("--no-share-prefixes", action="store_true",
-                   help="give every completion a row of its own (default: completions of one "
-                        "prompt in a batch share a row that holds the prompt once)")
+                   help="run every completion with its prompt (default: completions of one "
+                        "prompt in a batch run on its keys/values, the prompt run once)")
     p.add_argument("--dtype", choices=("auto", "bf16", "fp16", "fp32"), default="auto",
                    help="auto: bf16 where the device computes it natively, else fp32")
     p.add_argument("--device", default="auto",

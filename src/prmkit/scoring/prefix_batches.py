@@ -1,17 +1,21 @@
-"""Scoring batches in which the completions of one prompt share the prompt's tokens.
+"""Scoring batches in which the completions of one prompt reuse the prompt's keys and values.
 
-RL rollouts reach a reward model in groups: several completions of the same prompt
-(GRPO's G samples). A row of such a batch holds the prompt once, then each completion
-as a child segment of a prefix tree: a completion attends to the prompt and to itself
-only, and its position ids continue from the prompt's end, so each is computed exactly
-as in a row of its own (`prmkit.models.attention.TreeMask`). Rows are padded to the
-batch's longest; padding is a segment of its own that sees only itself.
+Best-of-N pools and RL rollouts reach a reward model with several completions of each
+prompt. With `Scorer(share_prefixes=True)` a shared prompt runs once, with the key/value
+cache on (`PromptCache`), and each of its completions then runs in a row of its own on
+top of that cache: the prompt's keys and values right-aligned as the row's past (rows of
+shorter prompts left-padded, masked out), a 2D attention mask over past + completion,
+positions continuing after the prompt. Each completion is computed as in a row of its own
+(the same scores within float rounding) while its prompt's tokens are not run again, and
+attention covers prompt x completion pairs only (no completion sees a sibling).
 
-Sharing is not always cheaper: dense attention kernels compute every pair of a row, the
-masked ones included, so a row of many completions after a short prompt costs more than
-their own rows. A completion joins its prompt's row only while that costs less than a
-row of its own, under the cost model L + pair_cost x L^2 for a row of L tokens (the
-per-token layers, and attention; pair_cost about 1 / hidden size).
+When prompts are shared (`pays`): the prompts of a wave run in forwards of their own,
+and a forward costs a fixed part (every weight read once) plus its tokens; sharing saves
+(n - 1) x p tokens for n completions of a p-token prompt. So the prompts of a wave are
+shared when the tokens they save reach the fixed part of a forward, in tokens
+(`MIN_SAVED_TOKENS`, measured: SmolLM2-135M on one CPU thread, a forward of 4 tokens costs
+as much as 29 more tokens; `benchmarks/bench_scoring_throughput.py`). A prompt with a
+single completion is never shared.
 
 Works for prefix-stable encodings (`SegmentEncoder`: the encoding of a solution starts
 with the encoding of its prompt), which is why the key of a group is the prompt's token
@@ -25,92 +29,198 @@ from dataclasses import dataclass, field
 
 import torch
 
-from prmkit.models.attention import TreeMask
+MIN_SAVED_TOKENS = 32  # prompt tokens a wave must save to share its prompts (measured)
+
+
+def pays(groups: dict[tuple[int, ...], list[int]], min_saved_tokens: int = MIN_SAVED_TOKENS
+         ) -> bool:
+    """Whether sharing the prompts of `groups` ({prompt ids: items}) saves enough tokens."""
+    saved = sum((len(items) - 1) * len(prompt) for prompt, items in groups.items())
+    return saved > 0 and saved >= min_saved_tokens
 
 
 @dataclass
-class TreeRow:
-    """One row: the shared prompt (its first `prompt_len` tokens of any member) and the
-    items whose completions follow it, in order."""
+class PromptCache:
+    """Distinct prompts (token ids) whose keys/values the batches of one wave read: run
+    by the first batch that needs them, dropped after the last (`users` batches)."""
 
-    prompt_len: int
-    items: list[int] = field(default_factory=list)
-    tokens: int = 0  # real tokens: the prompt once plus every completion
+    prompts: list[tuple[int, ...]]
+    batches: list[list[int]] = field(default_factory=list)  # prompt indices per forward
+    users: int = 0
+    kv: list[torch.Tensor] = field(default_factory=list)  # per prompt [2, layers, kv, p, d]
+    tails: list[torch.Tensor] = field(default_factory=list)  # per prompt: last hidden states
+
+    def plan(self, token_budget: int) -> None:
+        """Prompt forwards, longest first, each within the token budget (rows x longest):
+        padding costs a prompt forward little beside its fixed part."""
+        order = sorted(range(len(self.prompts)), key=lambda g: -len(self.prompts[g]))
+        self.batches = []
+        for g in order:
+            last = self.batches[-1] if self.batches else None
+            if last and (len(last) + 1) * len(self.prompts[last[0]]) <= token_budget:
+                last.append(g)
+            else:
+                self.batches.append([g])
+
+    def ensure(self, decoder, pad_id: int, keep: int, device: torch.device) -> None:
+        """Run the prompts (in `batches`, right-padded) unless done; keep each prompt's
+        keys/values and its last `keep` hidden states."""
+        if self.kv:
+            return
+        kv: list[torch.Tensor | None] = [None] * len(self.prompts)
+        tails: list[torch.Tensor | None] = [None] * len(self.prompts)
+        for group in self.batches:
+            lengths = [len(self.prompts[g]) for g in group]
+            width = max(lengths)
+            ids = torch.full((len(group), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(group), width), dtype=torch.long)
+            for r, g in enumerate(group):
+                ids[r, : lengths[r]] = torch.tensor(self.prompts[g], dtype=torch.long)
+                mask[r, : lengths[r]] = 1
+            padded = not bool(mask.all())
+            out = decoder(input_ids=ids.to(device),
+                          attention_mask=mask.to(device) if padded else None, use_cache=True)
+            layers = out.past_key_values.layers
+            both = torch.stack([torch.stack([layer.keys, layer.values]) for layer in layers],
+                               dim=1)  # [2, layers, rows, kv, width, d]
+            for r, g in enumerate(group):
+                kv[g] = both[:, :, r, :, : lengths[r]].clone()
+                if keep:
+                    tails[g] = out.last_hidden_state[r, max(0, lengths[r] - keep): lengths[r]]
+        self.kv, self.tails = kv, tails
+
+    def release(self) -> None:
+        """One batch fewer reads the cache; the last one frees it."""
+        self.users -= 1
+        if self.users <= 0:
+            self.kv, self.tails = [], []
+
+    def past(self, which: list[int], width: int):
+        """A DynamicCache for rows reading prompts `which`, right-aligned in `width`
+        columns (left-padded)."""
+        from transformers import DynamicCache
+
+        ref = self.kv[which[0]]
+        two, layers, heads, _, dim = ref.shape
+        kv = ref.new_zeros((two, layers, len(which), heads, width, dim))
+        for r, g in enumerate(which):
+            p = self.kv[g].shape[-2]
+            kv[:, :, r, :, width - p:] = self.kv[g]
+        return DynamicCache([(kv[0, i], kv[1, i]) for i in range(layers)])
+
+    def tail_states(self, which: list[int], keep: int, dim: int):
+        """The last `keep` hidden states of each row's prompt [B, keep, H] (left-padded)
+        and which of them are real [B, keep]."""
+        ref = self.tails[which[0]]
+        hidden = ref.new_zeros((len(which), keep, dim))
+        real = torch.zeros((len(which), keep), dtype=torch.long, device=ref.device)
+        for r, g in enumerate(which):
+            n = self.tails[g].shape[0]
+            hidden[r, keep - n:] = self.tails[g]
+            real[r, keep - n:] = 1
+        return hidden, real
+
+
+@dataclass
+class SharedRows:
+    """One batch of completions run on their prompts' cached keys/values."""
+
+    cache: PromptCache
+    which: list[int]  # the prompt (index in cache.prompts) of each row
+    prompt_lens: list[int]
+    input_ids: torch.Tensor  # [B, S] the completions' tokens, right-padded
+    real: torch.Tensor  # [B, S] 1 = a real token
+    label_positions: torch.Tensor  # [K, 2] (row, index in the completion)
+    owners: list[tuple[int, int]]  # (item, slot) per label
 
     @property
-    def shared(self) -> bool:
-        return len(self.items) > 1
+    def num_tokens(self) -> int:
+        return int(self.real.sum())
 
 
-def row_cost(tokens: int, pair_cost: float) -> float:
-    return tokens + pair_cost * tokens * tokens
-
-
-def group_rows(encoded: Sequence, row_tokens: int, pair_cost: float = 0.0) -> list[TreeRow]:
-    """Rows of items whose prompt token ids are identical, at most `row_tokens` real
-    tokens each (a row always takes at least one completion), a completion joining a row
-    only while cheaper than a row of its own (see the module docstring); items without
-    label positions are left out. `encoded[i]` has input_ids, label_positions, prompt_len."""
+def group_by_prompt(encoded: Sequence) -> tuple[list[int], dict[tuple[int, ...], list[int]]]:
+    """(items alone with their prompt, {prompt ids: its items} for prompts of two or more);
+    items without label positions are left out. `encoded[i]` has input_ids,
+    label_positions, prompt_len."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, e in enumerate(encoded):
         if e.label_positions:
             groups.setdefault(tuple(e.input_ids[: e.prompt_len]), []).append(i)
-    rows: list[TreeRow] = []
+    alone = sorted(i for p, m in groups.items() if len(m) == 1 or not p for i in m)
+    return alone, {p: m for p, m in groups.items() if len(m) > 1 and p}
+
+
+def waves(groups: dict[tuple[int, ...], list[int]], prompt_tokens: int
+          ) -> list[dict[tuple[int, ...], list[int]]]:
+    """`groups` in waves whose prompts hold at most `prompt_tokens` tokens (at least one
+    prompt each): the cache of one wave is all that is held at a time."""
+    out: list[dict[tuple[int, ...], list[int]]] = []
+    held = prompt_tokens + 1
     for prompt, members in groups.items():
-        p = len(prompt)
-        row = TreeRow(p, tokens=p)
-        for i in members:
-            suffix = len(encoded[i].input_ids) - p
-            added = row_cost(row.tokens + suffix, pair_cost) - row_cost(row.tokens, pair_cost)
-            if row.items and (row.tokens + suffix > row_tokens
-                              or added > row_cost(p + suffix, pair_cost)):
-                rows.append(row)
-                row = TreeRow(p, tokens=p)
-            row.items.append(i)
-            row.tokens += suffix
-        rows.append(row)
-    return rows
+        if held + len(prompt) > prompt_tokens:
+            out.append({})
+            held = 0
+        out[-1][prompt] = members
+        held += len(prompt)
+    return out
 
 
-@dataclass
-class TreeBatch:
-    input_ids: torch.Tensor  # [B, L]
-    attention_mask: TreeMask
-    position_ids: torch.Tensor  # [B, L]
-    label_positions: torch.Tensor  # [K, 2] (row, token index)
-    owners: list[tuple[int, int]]  # (item, slot) per label
-    tokens: int  # real tokens
-
-
-def collate_tree(rows: list[TreeRow], encoded: Sequence, pad_id: int) -> TreeBatch:
-    """Tensors of a batch of tree rows. Row segments: 0 the prompt, 1..n the row's
-    completions, the last segment of the batch its padding."""
-    width = max(r.tokens for r in rows)
-    segs = 2 + max(len(r.items) for r in rows)
-    pad_seg = segs - 1
+def collate_shared(rows: list[int], encoded: Sequence, cache: PromptCache,
+                   pad_id: int) -> SharedRows:
+    """Tensors of a batch of items whose prompts are in `cache`."""
+    index = {p: g for g, p in enumerate(cache.prompts)}
+    which, lens = [], []
+    for i in rows:
+        e = encoded[i]
+        which.append(index[tuple(e.input_ids[: e.prompt_len])])
+        lens.append(e.prompt_len)
+    width = max(len(encoded[i].input_ids) - p for i, p in zip(rows, lens, strict=True))
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    pos = torch.zeros((len(rows), width), dtype=torch.long)
-    seg = torch.full((len(rows), width), pad_seg, dtype=torch.long)
-    anc = torch.zeros((len(rows), segs, segs), dtype=torch.bool)
-    anc[:, pad_seg, pad_seg] = True
+    real = torch.zeros((len(rows), width), dtype=torch.long)
     positions, owners = [], []
-    for b, row in enumerate(rows):
-        p = row.prompt_len
-        first = encoded[row.items[0]].input_ids
-        ids[b, :p] = torch.tensor(first[:p], dtype=torch.long)
-        pos[b, :p] = torch.arange(p)
-        seg[b, :p] = 0
-        anc[b, 0, 0] = True
-        at = p
-        for k, i in enumerate(row.items, start=1):
-            e = encoded[i]
-            n = len(e.input_ids) - p
-            ids[b, at: at + n] = torch.tensor(e.input_ids[p:], dtype=torch.long)
-            pos[b, at: at + n] = torch.arange(p, p + n)
-            seg[b, at: at + n] = k
-            anc[b, k, k] = anc[b, k, 0] = True
-            positions.extend((b, at + t - p) for t in e.label_positions)
-            owners.extend((i, s) for s in e.slots)
-            at += n
-    return TreeBatch(ids, TreeMask(seg, anc), pos, torch.tensor(positions, dtype=torch.long),
-                     owners, sum(r.tokens for r in rows))
+    for r, (i, p) in enumerate(zip(rows, lens, strict=True)):
+        e = encoded[i]
+        n = len(e.input_ids) - p
+        ids[r, :n] = torch.tensor(e.input_ids[p:], dtype=torch.long)
+        real[r, :n] = 1
+        positions.extend((r, t - p) for t in e.label_positions)
+        owners.extend((i, s) for s in e.slots)
+    cache.users += 1
+    return SharedRows(cache, which, lens, ids, real, torch.tensor(positions, dtype=torch.long),
+                      owners)
+
+
+def shared_label_logits(model, rows: SharedRows, pad_id: int, device: torch.device
+                        ) -> torch.Tensor:
+    """Class logits [K, C] of a `SharedRows` batch: its prompts' cache (run if needed), then
+    the completions on top of it; surprise features read the prompts' last hidden states."""
+    decoder = model.backbone.get_decoder()
+    keep = model.config.surprise_window
+    rows.cache.ensure(decoder, pad_id, keep, device)
+    try:
+        width = max(rows.prompt_lens)
+        b, s = rows.input_ids.shape
+        past = torch.zeros((b, width), dtype=torch.long)
+        for r, p in enumerate(rows.prompt_lens):
+            past[r, width - p:] = 1
+        start = torch.tensor(rows.prompt_lens, dtype=torch.long)[:, None]
+        ids, real = rows.input_ids.to(device), rows.real.to(device)
+        out = decoder(input_ids=ids, attention_mask=torch.cat([past, rows.real], 1).to(device),
+                      position_ids=(start + torch.arange(s)).to(device),
+                      past_key_values=rows.cache.past(rows.which, width), use_cache=True)
+        hidden, labels = out.last_hidden_state, rows.label_positions.to(device)
+        if not keep:
+            return model.label_logits(hidden, ids, labels)
+        # the prompt's last hidden states before the completion's: surprise features read
+        # each token's predecessor, which for a completion's first tokens is in the prompt
+        tail, tail_real = rows.cache.tail_states(rows.which, keep, hidden.shape[-1])
+        tail_ids = torch.full((b, keep), pad_id, dtype=torch.long)
+        for r, g in enumerate(rows.which):
+            prompt = rows.cache.prompts[g][-keep:]
+            tail_ids[r, keep - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        shift = torch.tensor([0, keep], device=device)
+        return model.label_logits(torch.cat([tail.to(hidden.dtype), hidden], 1),
+                                  torch.cat([tail_ids.to(device), ids], 1), labels + shift,
+                                  torch.cat([tail_real, real], 1))
+    finally:
+        rows.cache.release()

@@ -4,8 +4,8 @@ Every step of a solution is scored from ONE forward pass: the solution is encode
 the model's own `SegmentEncoder` (the formatting used in training) and the class logits
 are read at each step's label position. Many solutions are scored in length-sorted
 dynamic batches under a token budget (right padding, 2D attention mask); results come
-back in input order. With `share_prefixes`, completions of one prompt share a row: the
-prompt once, each completion a branch of a prefix tree (prmkit.scoring.prefix_batches).
+back in input order. With `share_prefixes`, completions of one prompt reuse the prompt's
+keys and values: the prompt runs once (prmkit.scoring.prefix_batches).
 """
 
 from __future__ import annotations
@@ -21,9 +21,22 @@ from typing import Any
 import torch
 
 from prmkit.errors import PrmkitError
-from prmkit.models.attention import TREE_MASK_IMPLEMENTATIONS, TreeMask, attn_implementation_of
+from prmkit.models.attention import (
+    TREE_MASK_IMPLEMENTATIONS,
+    attn_implementation_of,
+    full_attention_within,
+)
 from prmkit.models.backbones import resolve_dtype
 from prmkit.scoring.parallel import DataParallel
+from prmkit.scoring.prefix_batches import (
+    MIN_SAVED_TOKENS,
+    PromptCache,
+    collate_shared,
+    group_by_prompt,
+    pays,
+    shared_label_logits,
+    waves,
+)
 
 log = logging.getLogger("prmkit.scoring")
 
@@ -79,22 +92,21 @@ def encode_for_scoring(encoder, config, problem: str, steps: Sequence[str]) -> E
 
 @dataclass
 class Batch:
-    """One padded batch: `rows[r]` is the item index of row r (of its first item in a
-    batch of prefix-tree rows, whose attention_mask is a `TreeMask`)."""
+    """One padded batch: `rows[r]` is the item index of row r. With `shared`, the rows
+    hold completions only, run on their prompts' cached keys/values (prefix_batches)."""
 
     rows: list[int]
     input_ids: torch.Tensor  # [B, L], right padded
-    attention_mask: torch.Tensor | TreeMask | None  # [B, L] (None when no row is padded)
+    attention_mask: torch.Tensor | None  # [B, L] (None when no row is padded)
     label_positions: torch.Tensor  # [K, 2] (row, token index)
     owners: list[tuple[int, int]] = field(default_factory=list)  # (item, slot) per label
-    position_ids: torch.Tensor | None = None  # [B, L], prefix-tree rows only
-    tree_tokens: int | None = None  # real tokens of prefix-tree rows
+    shared: Any = None  # a prefix_batches.SharedRows
 
     @property
     def num_tokens(self) -> int:
-        """Real (unpadded) tokens in the batch."""
-        if self.tree_tokens is not None:
-            return self.tree_tokens
+        """Real (unpadded) tokens in the batch (a shared prompt's not counted)."""
+        if self.shared is not None:
+            return self.shared.num_tokens
         if self.attention_mask is None:
             return self.input_ids.numel()
         return int(self.attention_mask.sum())
@@ -129,11 +141,11 @@ class Scorer:
     device: where to run ("auto": the GPU when there is one); None leaves the model where
     it is. parallel: a `DataParallel` of the launch's processes, each scoring its share of
     every chunk (results merged in input order on every process).
-    share_prefixes: items whose prompts encode to the same tokens share one row (the
-    prompt once, then each completion attending to the prompt and itself), same results;
-    ignored for published-family models and flash_attention_2, which keep padded rows.
-    A completion shares its prompt's row only where that is cheaper (prefix_batches);
-    `prefix_pair_cost` (default 1 / hidden size) weighs attention against the rest.
+    share_prefixes: items whose prompts encode to the same tokens run the prompt once and
+    each completion on its cached keys/values, same results; ignored for published-family
+    models, flash_attention_2 and sliding-window models, which keep padded rows. Prompts
+    are shared where that pays: `min_shared_tokens`, the prompt tokens sharing must save
+    to pay for the prompts' own forward (prefix_batches; measured).
     """
 
     def __init__(self, model, token_budget: int = 16384, dtype: str | torch.dtype | None = "auto",
@@ -150,9 +162,7 @@ class Scorer:
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
         self.share_prefixes = share_prefixes
-        text_config = getattr(getattr(model.backbone, "config", None), "get_text_config", None)
-        hidden = getattr(text_config(), "hidden_size", None) if text_config else None
-        self.prefix_pair_cost = 1.0 / hidden if hidden else 0.0
+        self.min_shared_tokens = MIN_SAVED_TOKENS
         first = next(model.backbone.parameters())
         self.dtype = resolve_dtype(compute_dtype(
             dtype, first.device if device is None else resolve_device(device)))
@@ -234,34 +244,44 @@ class Scorer:
 
     @property
     def shares_prefixes(self) -> bool:
-        """Whether batches put completions of one prompt in one prefix-tree row."""
+        """Whether completions of one prompt run on the prompt's cached keys/values."""
+        backbone = self.model.backbone
         return (self.share_prefixes and not self.config.family
                 and getattr(self.encoder, "prefix_stable", True)
-                and attn_implementation_of(self.model.backbone) in TREE_MASK_IMPLEMENTATIONS)
+                and attn_implementation_of(backbone) in TREE_MASK_IMPLEMENTATIONS
+                and full_attention_within(backbone, self.encoder.fmt.max_length))
 
     def plan_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
         """Length-sorted batches whose padded size stays within the token budget; a row is
         never padded by more than `max_padding` of the batch's longest row."""
         if self.shares_prefixes:
-            return self._plan_tree_batches(encoded)
-        scored = [i for i, e in enumerate(encoded) if e.label_positions]
-        groups = self._length_batches([len(encoded[i].input_ids) for i in scored])
-        return [self._collate([scored[k] for k in g], encoded) for g in groups]
+            return self._plan_shared_batches(encoded)
+        return self._plain_batches([i for i, e in enumerate(encoded) if e.label_positions],
+                                   encoded)
 
-    def _length_batches(self, lengths: Sequence[int]) -> list[list[int]]:
+    def _plain_batches(self, items: list[int], encoded: Sequence[Encoded]) -> list[Batch]:
+        groups = self._length_batches([len(encoded[i].input_ids) for i in items])
+        return [self._collate([items[k] for k in g], encoded) for g in groups]
+
+    def _length_batches(self, lengths: Sequence[int], past: Sequence[int] | None = None
+                        ) -> list[list[int]]:
         """Indices of `lengths` in batches, longest first: a batch's padded size (rows x
-        longest) stays within the token budget, at most max_batch_size rows, and no row
-        is padded by more than max_padding of the longest."""
+        (longest + longest `past`, the cached tokens a row reads)) stays within the token
+        budget, at most max_batch_size rows, and no row is padded by more than max_padding
+        of the longest."""
+        past = past or [0] * len(lengths)
         order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
-        batches, group = [], []
+        batches, group, widest = [], [], 0
         for k in order:
             longest = lengths[group[0]] if group else lengths[k]
             full = self.max_batch_size is not None and len(group) >= self.max_batch_size
             too_short = longest - lengths[k] > self.max_padding * longest
-            if group and (full or too_short or (len(group) + 1) * longest > self.token_budget):
+            size = (len(group) + 1) * (longest + max(widest, past[k]))
+            if group and (full or too_short or size > self.token_budget):
                 batches.append(group)
-                group = []
+                group, widest = [], 0
             group.append(k)
+            widest = max(widest, past[k])
         if group:
             batches.append(group)
         return batches
@@ -281,37 +301,42 @@ class Scorer:
         return Batch(rows, ids, mask if padded else None,
                      torch.tensor(positions, dtype=torch.long), owners)
 
-    def _plan_tree_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
-        """As plan_batches, one row per prompt (rows of at most max_length tokens, or the
-        budget); a batch with no shared prompt is collated as plain padded rows."""
-        from prmkit.scoring.prefix_batches import collate_tree, group_rows
-
-        row_tokens = min(self.token_budget, self.encoder.fmt.max_length)
-        rows = group_rows(encoded, row_tokens, self.prefix_pair_cost)
+    def _plan_shared_batches(self, encoded: Sequence[Encoded]) -> list[Batch]:
+        """Waves of prompts with several completions (at most token_budget prompt tokens),
+        shared where that pays: their completions batched by length, each row reading its
+        prompt's cached keys/values; padded rows for the rest."""
+        plain, groups = group_by_prompt(encoded)
         out = []
-        for batch in self._length_batches([r.tokens for r in rows]):
-            group = [rows[k] for k in batch]
-            if not any(r.shared for r in group):
-                out.append(self._collate([r.items[0] for r in group], encoded))
+        for wave in waves(groups, self.token_budget):
+            items = [i for members in wave.values() for i in members]
+            if not pays(wave, self.min_shared_tokens):
+                plain.extend(items)
                 continue
-            t = collate_tree(group, encoded, self.pad_id)
-            out.append(Batch([r.items[0] for r in group], t.input_ids, t.attention_mask,
-                             t.label_positions, t.owners, t.position_ids, t.tokens))
-        return out
+            cache = PromptCache(list(wave))
+            cache.plan(self.token_budget)
+            suffix = [len(encoded[i].input_ids) - encoded[i].prompt_len for i in items]
+            for group in self._length_batches(suffix, [encoded[i].prompt_len for i in items]):
+                rows = collate_shared([items[k] for k in group], encoded, cache, self.pad_id)
+                out.append(Batch(rows=[items[k] for k in group], input_ids=rows.input_ids,
+                                 attention_mask=rows.real, label_positions=rows.label_positions,
+                                 owners=rows.owners, shared=rows))
+        return self._plain_batches(sorted(plain), encoded) + out
 
     # ---- forward ------------------------------------------------------------------------
     def run_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(P(correct) [K], class probabilities [K, C]) for the batch's label positions."""
         dev = self.device
         mask = None if batch.attention_mask is None else batch.attention_mask.to(dev)
-        tree = {} if batch.position_ids is None else {"position_ids": batch.position_ids.to(dev)}
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
                                                         enabled=self.autocast):
-                logits = self.model(batch.input_ids.to(dev), batch.label_positions.to(dev),
-                                    attention_mask=mask, **tree)
+                if batch.shared is not None:
+                    logits = shared_label_logits(self.model, batch.shared, self.pad_id, dev)
+                else:
+                    logits = self.model(batch.input_ids.to(dev), batch.label_positions.to(dev),
+                                        attention_mask=mask)
         finally:
             self.model.train(was_training)
         logits = logits.float().cpu()
