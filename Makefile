@@ -32,8 +32,9 @@ $(VLLM_STAMP): $(STAMP)
 # runs on DeepSpeed's CPU accelerator here). Chromium and its driver from Debian's packages
 # drive the labelling app's browser tests; PostgreSQL's server runs its database tests
 # (each test session starts its own on a private socket). TRL runs the GRPO adapter's tests;
-# TRL 1.13, the last with PRMTrainer, goes without its dependencies into $(VENV)/trl-prm for
-# the test that checks prmkit's trainer against it (benchmarks/trl_parity.py).
+# TRL 1.13, with the PRMTrainer that 1.16 lacks, goes without its dependencies into
+# $(VENV)/trl-prm for the test that checks prmkit's trainer against it
+# (benchmarks/trl_parity.py).
 # verl and OpenRLHF run the verl and OpenRLHF adapters' tests; each pins a transformers other
 # than prmkit's (verl <5.11, OpenRLHF ==5.15.0), so they go without their dependencies into a
 # side folder that tests/conftest.py puts on sys.path, after this venv's packages, for those
