@@ -38,6 +38,11 @@ from prmkit.errors import PrmkitError
 from prmkit.models.formatting import split_steps, strip_prompt
 from prmkit.scoring.aggregate import Aggregation, aggregate
 
+try:  # tokenizers >= 0.21
+    from tokenizers.decoders import DecodeStream as _DecodeStream
+except ImportError:
+    _DecodeStream = None
+
 log = logging.getLogger("prmkit.rewards")
 
 
@@ -105,10 +110,8 @@ class PolicyTokens:
         token that only starts a character, or a skipped special token): the tokenizer's
         own stream decoder, or, without one, each token decoded after the few before it."""
         backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is not None:
-            from tokenizers.decoders import DecodeStream
-
-            stream = DecodeStream(skip_special_tokens=self.skip_special_tokens)
+        if backend is not None and _DecodeStream is not None:
+            stream = _DecodeStream(skip_special_tokens=self.skip_special_tokens)
             return [stream.step(backend, i) or "" for i in ids]
         out, start, read = [], 0, 0  # ids[start:read]: context already turned into text
         for i in range(len(ids)):
