@@ -41,6 +41,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import httpx  # noqa: E402
 from scoring_common import machine_facts, write_result  # noqa: E402
 
+from prmkit.models.precision import compute_dtype  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "reward_server.json"
 KEY = "bench-key"
@@ -265,7 +267,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hidden-size", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
+    ap.add_argument("--dtype", default=compute_dtype("auto"), choices=("bf16", "fp32"),
+                    help="default: bf16 where the CPU computes it natively, else fp32")
     ap.add_argument("--workload", nargs="+", choices=sorted(WORKLOADS), default=["one", "groups"])
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--requests-per-client", type=int, default=4,
