@@ -13,9 +13,9 @@ When prompts are shared (`pays`): the prompts of a wave run in forwards of their
 and a forward costs a fixed part (every weight read once) plus its tokens; sharing saves
 (n - 1) x p tokens for n completions of a p-token prompt. So the prompts of a wave are
 shared when the tokens they save reach the fixed part of a forward, in tokens
-(`MIN_SAVED_TOKENS`, measured: SmolLM2-135M on one CPU thread, a forward of 4 tokens costs
-as much as 29 more tokens; `benchmarks/bench_scoring_throughput.py`). A prompt with a
-single completion is never shared.
+(`MIN_SAVED_TOKENS`; measured with SmolLM2-135M on one CPU thread: 23 to 29 tokens,
+`benchmarks/bench_scoring_throughput.py`). A prompt with a single completion is never
+shared.
 
 Works for prefix-stable encodings (`SegmentEncoder`: the encoding of a solution starts
 with the encoding of its prompt), which is why the key of a group is the prompt's token
