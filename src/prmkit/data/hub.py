@@ -159,9 +159,8 @@ def check_not_a_run(folder: Path) -> None:
     """Refuse a training run's folder (`prmkit train` writes its recipe there as
     config.json, beside checkpoints and metrics, and the model in the model/ subfolder),
     naming the model."""
-    from prmkit.models.config import CONFIG_NAME
-
-    if (folder / CONFIG_NAME).is_file() or not _is_run(folder):
+    # prmkit.models.config.CONFIG_NAME: a model folder of prmkit's (data sits below models)
+    if (folder / "prmkit_config.json").is_file() or not _is_run(folder):
         return
     model = folder / "model"
     if model.is_dir():
