@@ -356,7 +356,8 @@ def test_multi_token_label_is_a_clear_error():
 def test_folder_without_config_is_a_clear_error(tmp_path):
     backbone, tok = tiny_random()
     backbone.save_pretrained(tmp_path)
-    with pytest.raises(PrmkitError, match=f"not a prmkit model folder: {CONFIG_NAME} is missing"):
+    with pytest.raises(PrmkitError, match=f"is not a reward model prmkit knows: {CONFIG_NAME} is "
+                                          "missing"):
         StepRewardModel.from_pretrained(tmp_path)
 
 

@@ -130,11 +130,23 @@ class PolicyTokens:
         ids = [int(t) for t in ids]
         if not ids:
             return [None] * len(char_ends)
-        pieces = self.pieces(ids)
-        if "".join(pieces) != self.decode(ids):  # a decoder the stream cannot follow
+        pieces, text = self.pieces(ids), self.decode(ids)
+        if "\ufffd" in text:  # broken bytes: prefix lengths need not grow, scan them in order
+            return self._ends_by_prefix_scan(ids, char_ends)
+        if "".join(pieces) != text:  # a decoder the stream cannot follow
             return self._ends_by_prefix_decoding(ids, char_ends)
         reach = list(itertools.accumulate(map(len, pieces)))
         return [min(bisect.bisect_left(reach, end), len(ids) - 1) for end in char_ends]
+
+    def _ends_by_prefix_scan(self, ids: list[int], char_ends: Sequence[int]) -> list[int]:
+        """The first token whose decoded prefix reaches each end, in token order: exact
+        where a prefix may decode to a replacement character (quadratic; such text only)."""
+        out, i = [], 0
+        for end in char_ends:
+            while i < len(ids) - 1 and len(self.decode(ids[: i + 1])) < end:
+                i += 1
+            out.append(i)
+        return out
 
     def _ends_by_prefix_decoding(self, ids: list[int], char_ends: Sequence[int]) -> list[int]:
         """Binary search over decoded prefixes: exact for any decoder, O(n log n) decodes."""
