@@ -74,7 +74,8 @@ def test_serve_api_key_is_not_read_as_api_key_file(tmp_path, capsys):
         main(["serve", str(tmp_path), "--api-key", "abc"])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert "usage: prmkit serve" in err and "unrecognized arguments: --api-key abc" in err
+    assert "usage: prmkit serve" in err and "--api-key: a key is never read from the command " \
+        "line" in err and "$PRMKIT_API_KEY" in err and "--api-key-file FILE" in err
 
 
 def test_train_recipe_settings_given_as_options_show_the_override_form(tmp_path, capsys):

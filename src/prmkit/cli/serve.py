@@ -82,6 +82,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class KeyOnCommandLine(argparse.Action):
+    """`--api-key KEY`: refused, saying where a key is read from instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"--api-key: a key is never read from the command line (other users of "
+                     f"the machine see it in the process list): set ${API_KEY_ENV} or pass "
+                     "--api-key-file FILE")
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "serve", help="serve a reward model's step rewards over HTTP (OpenRLHF remote protocol)",
@@ -92,6 +101,7 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key-file", help=f"a file holding the API key (default: ${API_KEY_ENV})")
+    p.add_argument("--api-key", action=KeyOnCommandLine, help=argparse.SUPPRESS)
     p.add_argument("--no-api-key", action="store_true",
                    help="serve a non-loopback --host without a key (a trusted private network)")
     p.add_argument("--batch-tokens", type=int, default=16384,
