@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from prmkit.generation.vllm_cpu import vllm_dtype
+from prmkit.models.precision import use_bf16
 
 HERE = Path(__file__).resolve().parent
 MATH500 = HERE.parent.parent / "shared" / "data" / "math" / "math500.jsonl"
@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--dtype", default=vllm_dtype("auto").replace("auto", "bfloat16"),
+    ap.add_argument("--dtype", default="bfloat16" if use_bf16("auto") else "float32",
                     choices=("bfloat16", "float32"),
                     help="default: bfloat16 where the CPU computes it natively, else float32")
     ap.add_argument("--hf-batch-size", type=int, default=16, help="rows per HF generate call")

@@ -39,7 +39,7 @@ class AmxTilePermission:
 
 def vllm_dtype(dtype: str) -> str:
     """vLLM's dtype argument: "auto" on a CPU without native bf16 becomes float32 (vLLM's
-    auto would run a float32 checkpoint in emulated bf16, about 10x slower); other values
+    auto would run a float32 checkpoint in emulated bf16, about 8x slower); other values
     and other devices as given."""
     from prmkit.models.precision import use_bf16
 

@@ -1,8 +1,8 @@
 """The compute dtype chosen from the hardware.
 
 bf16 pays only where the hardware computes it: CUDA devices with bf16 support, and CPUs
-with AVX512_BF16 or AMX. On an AVX2-only CPU torch emulates bf16 and a matmul runs about
-10x slower than in fp32 (measured in docs/training.md), so "auto" means fp32 there. An
+with AVX512_BF16 or AMX. On an AVX2-only CPU torch emulates bf16 and training runs about
+8x slower than in fp32 (benchmarks/bench_cpu_dtype.py), so "auto" means fp32 there. An
 explicit bf16 is honoured everywhere, with a warning where it is emulated.
 """
 
@@ -48,7 +48,7 @@ def _log_choice(choice: str, why: str) -> None:
 
 @functools.cache
 def _warn_emulated(why: str) -> None:
-    warnings.warn(f"bf16 was asked for on a {why}: it runs about 10x slower than fp32 "
+    warnings.warn(f"bf16 was asked for on a {why}: it runs about 8x slower than fp32 "
                   "here; leave it to auto (fp32 on this hardware) unless bf16 is what you "
                   "mean to measure", stacklevel=3)
 

@@ -497,6 +497,7 @@ class RewardTrainer:
         batches = token_batches(lengths, cfg.batch_tokens, cfg.max_rows)
         mine = batches[acc.process_index::acc.num_processes]
         show = bool(cfg.progress and acc.is_main_process)
+        bf16 = training_bf16(cfg, acc.device)
         if self.engine in dist.SHARDED:
             # Each forward gathers weights from every process: all run the same number of
             # batches (a spare one repeats the first batch, and is dropped).
@@ -507,14 +508,14 @@ class RewardTrainer:
                             unit="batch", disable=not show):
                 b = mine[i] if i < len(mine) else batches[0]
                 p = predict_rows(forward, [rows[r] for r in b], pad_id, cfg.batch_tokens,
-                                 cfg.max_rows, training_bf16(cfg, acc.device), acc.device)
+                                 cfg.max_rows, bf16, acc.device)
                 if i < len(mine):
                     preds.append(p)
         else:
             mine_rows = [rows[i] for b in mine for i in b]
             preds = [predict_rows(acc.unwrap_model(model), mine_rows, pad_id, cfg.batch_tokens,
-                                  cfg.max_rows, training_bf16(cfg, acc.device), acc.device,
-                                  progress=show, desc=desc)] if mine_rows else []
+                                  cfg.max_rows, bf16, acc.device, progress=show,
+                                  desc=desc)] if mine_rows else []
         parts = [p for p in gather_object(preds) if len(p.probs)]  # every process's, flattened
         if not parts:
             return {}
