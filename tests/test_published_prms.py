@@ -6,6 +6,7 @@ the ProcessBench evaluator."""
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from prmkit.cli import main
 from prmkit.errors import PrmkitError
 from prmkit.models.family import builtin_specs, load_spec
 from prmkit.models.formatting import StepFormat
+from prmkit.models.loading import load_reward_model
 from prmkit.models.reward_model import StepRewardModel
 from prmkit.scoring import Scorer
 
@@ -212,16 +214,30 @@ def test_eurus_prm_is_the_cumulative_reward_and_eurus_prm_step_its_increments(re
     assert load_spec("eurus-prm").layout.step == "Step {n}: {step}"
 
 
+def test_step_reward_model_from_pretrained_refuses_a_published_prm_naming_its_loader(replicas):
+    """StepRewardModel.from_pretrained loads prmkit's own folders; a published PRM, found
+    by its folder or named by `format`, is refused with the call that loads it."""
+    folder = replicas["skywork-prm"]
+    with pytest.raises(PrmkitError, match=rf"^{re.escape(str(folder))} has no prmkit_config.json, so it is no "
+                                          r"model prmkit saved: .*load_reward_model\("):
+        StepRewardModel.from_pretrained(folder)
+    with pytest.raises(PrmkitError, match=r"^format 'math-shepherd' names a published PRM: .*"
+                                          r"load_reward_model\('.*', format='math-shepherd'\) "
+                                          r"or Scorer.from_pretrained"):
+        StepRewardModel.from_pretrained(replicas["math-shepherd"], format="math-shepherd")
+    assert load_reward_model(folder).config.family == "skywork-prm"
+
+
 def test_qwen_remote_code_runs_only_when_the_user_says_so(replicas):
     with pytest.raises(PrmkitError, match="remote code.*--trust-remote-code"):
-        StepRewardModel.from_pretrained(replicas["qwen2.5-math-prm"])
+        load_reward_model(replicas["qwen2.5-math-prm"])
 
 
 def test_skywork_prm_loads_from_its_folder_without_running_its_code(replicas):
     """Qwen2ForPrmModel is detected from config.json and read without its remote code (the
     replica's modeling file raises if run): the base model and the v_head from the
     checkpoint, a step of several lines read at its last line's "\n"."""
-    model = StepRewardModel.from_pretrained(replicas["skywork-prm"])
+    model = load_reward_model(replicas["skywork-prm"])
     assert model.config.family == "skywork-prm" and type(model.backbone).__name__ == "Qwen2Model"
     enc = model.encoder.encode(PROBLEM, ["a\nb", "c"])
     newline = model.tokenizer.encode("\n")[-1]
@@ -261,11 +277,11 @@ def test_skywork_prm_with_a_misnamed_value_head_is_refused(replicas, tmp_path):
                                           r"v_head.summary.weight \[1, 32\], but it has no "
                                           r"v_head.summary.weight \(keys outside the base "
                                           r"model: score.weight, v_head.summary.bias\)"):
-        StepRewardModel.from_pretrained(folder)
+        load_reward_model(folder)
 
 
 def test_qwen_is_detected_from_config_json(replicas):
-    model = StepRewardModel.from_pretrained(replicas["qwen2.5-math-prm"], trust_remote_code=True)
+    model = load_reward_model(replicas["qwen2.5-math-prm"], trust_remote_code=True)
     assert model.config.family == "qwen2.5-math-prm"
 
 
@@ -273,7 +289,7 @@ def test_plain_causal_lm_without_format_asks_for_one(replicas):
     with pytest.raises(PrmkitError, match=r"not a reward model prmkit knows.*MistralForCausalLM"
                                           r".*--format \(eurus-prm, eurus-prm-step, math-shepherd, "
                                           r"rlhflow\)"):
-        StepRewardModel.from_pretrained(replicas["math-shepherd"])
+        load_reward_model(replicas["math-shepherd"])
 
 
 def test_score_plain_base_lm_says_first_that_it_is_not_a_reward_model(tmp_path, capsys):
@@ -301,7 +317,7 @@ def test_published_prm_in_the_hub_cache_is_named_with_its_family(replicas, tmp_p
     with pytest.raises(PrmkitError, match="is peiyi9979/math-shepherd-mistral-7b-prm, a "
                                           "published PRM of the math-shepherd family.*pass "
                                           "--format math-shepherd$"):
-        StepRewardModel.from_pretrained(snapshot)
+        load_reward_model(snapshot)
 
 
 def emitting_labels(folder, out):
@@ -319,7 +335,7 @@ def emitting_labels(folder, out):
             layer.mlp.down_proj.weight.zero_()
     lm.save_pretrained(out)
     AutoTokenizer.from_pretrained(folder).save_pretrained(out)
-    model = StepRewardModel.from_pretrained(out, format="math-shepherd")
+    model = load_reward_model(out, format="math-shepherd")
     enc = model.encoder.encode(*PROBE)
     with torch.no_grad():
         h = model.hidden_states(torch.tensor([enc.input_ids]))[0, enc.label_positions[0]]
@@ -337,14 +353,14 @@ def test_base_lm_read_as_math_shepherd_is_warned_about(replicas, tmp_path, caplo
     from prmkit.models.published import label_token_mass
 
     with caplog.at_level("WARNING", logger="prmkit.models"):
-        base = StepRewardModel.from_pretrained(replicas["math-shepherd"], format="math-shepherd")
+        base = load_reward_model(replicas["math-shepherd"], format="math-shepherd")
     assert label_token_mass(base) < 0.1
     assert "does not look trained for format 'math-shepherd'" in caplog.text
     assert "Is it a base LM rather than a math-shepherd PRM?" in caplog.text
     trained = emitting_labels(replicas["math-shepherd"], tmp_path / "trained")
     caplog.clear()
     with caplog.at_level("WARNING", logger="prmkit.models"):
-        model = StepRewardModel.from_pretrained(trained, format="math-shepherd")
+        model = load_reward_model(trained, format="math-shepherd")
     assert label_token_mass(model) > 0.9
     assert "does not look trained" not in caplog.text
 
@@ -352,9 +368,9 @@ def test_base_lm_read_as_math_shepherd_is_warned_about(replicas, tmp_path, caplo
 def test_mismatched_format_names_the_expected_architecture(replicas):
     with pytest.raises(PrmkitError, match="MistralForCausalLM, but format 'qwen2.5-math-prm' "
                                           "expects Qwen2ForProcessRewardModel"):
-        StepRewardModel.from_pretrained(replicas["math-shepherd"], format="qwen2.5-math-prm")
+        load_reward_model(replicas["math-shepherd"], format="qwen2.5-math-prm")
     with pytest.raises(PrmkitError, match="unknown format 'shepherd': expected one of"):
-        StepRewardModel.from_pretrained(replicas["math-shepherd"], format="shepherd")
+        load_reward_model(replicas["math-shepherd"], format="shepherd")
 
 
 def test_format_whose_tokens_the_tokenizer_lacks_is_refused(replicas, tmp_path):
@@ -366,7 +382,7 @@ def test_format_whose_tokens_the_tokenizer_lacks_is_refused(replicas, tmp_path):
                     .replace("remote_code: true", "remote_code: false"))
     with pytest.raises(PrmkitError, match="reads labels at the token '<extra_0>', which this "
                                           "tokenizer does not have"):
-        StepRewardModel.from_pretrained(replicas["rlhflow"], format=str(spec))
+        load_reward_model(replicas["rlhflow"], format=str(spec))
 
 
 def test_chat_template_that_rewrites_the_steps_is_an_error_not_a_misplaced_label(replicas,
@@ -478,7 +494,7 @@ def test_eval_steps_scores_a_published_prm_with_the_scorer(replicas, tmp_path):
     data = tmp_path / "labelled.json"
     write_processbench([ProcessBenchItem(f"p{i}", f"{PROBLEM} ({i})", s, label=y)
                         for i, (s, y) in enumerate(solutions)], data)
-    scorer = Scorer(StepRewardModel.from_pretrained(folder, **load), dtype="auto")  # as eval
+    scorer = Scorer(load_reward_model(folder, **load), dtype="auto")  # as eval
     scores = scorer.score([(f"{PROBLEM} ({i})", s) for i, (s, _) in enumerate(solutions)])
     preds = tmp_path / "preds.jsonl"
     with preds.open("w") as f:

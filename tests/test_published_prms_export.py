@@ -3,6 +3,7 @@ read with --format token-classification), `prmkit export token-classification`, 
 model card written on save."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -44,6 +45,20 @@ def test_export_loads_back_through_the_scorer_with_the_same_step_probabilities(t
         assert got == pytest.approx(want, abs=1e-5)
     card = (out / "README.md").read_text()
     assert "ForTokenClassification" in card and "library_name: transformers" in card
+
+
+def test_step_reward_model_from_pretrained_refuses_an_export_naming_its_loader(tmp_path):
+    """An export carries prmkit_config.json but is no model prmkit saved: refused with
+    the call that loads it, which reads it as its family."""
+    from prmkit.models.loading import load_reward_model
+
+    out = tmp_path / "tc"
+    assert main(["export", "token-classification", "--model", str(saved(tmp_path / "prm")),
+                 "-o", str(out)]) == 0
+    with pytest.raises(PrmkitError, match=rf"^{re.escape(str(out))} is a token-classification export: .*"
+                                          r"load_reward_model\("):
+        StepRewardModel.from_pretrained(out)
+    assert load_reward_model(out).config.family == "prmkit-token-classification"
 
 
 def test_foreign_token_classification_prm_reads_its_correct_class(tmp_path):

@@ -354,10 +354,14 @@ def test_multi_token_label_is_a_clear_error():
 
 
 def test_folder_without_config_is_a_clear_error(tmp_path):
+    from prmkit.models.loading import load_reward_model
+
     backbone, tok = tiny_random()
     backbone.save_pretrained(tmp_path)
     with pytest.raises(PrmkitError, match=f"is not a reward model prmkit knows: {CONFIG_NAME} is "
                                           "missing"):
+        load_reward_model(tmp_path)
+    with pytest.raises(PrmkitError, match=f"has no {CONFIG_NAME}.*load_reward_model"):
         StepRewardModel.from_pretrained(tmp_path)
 
 

@@ -19,6 +19,6 @@ def add_prm_arguments(parser, format_flag: bool = True) -> None:
 
 
 def prm_load_options(args) -> dict:
-    """Keywords for Scorer.from_pretrained / StepRewardModel.from_pretrained."""
+    """Keywords for Scorer.from_pretrained / prmkit.models.loading.load_reward_model."""
     return {"format": getattr(args, "prm_format", None),
             "trust_remote_code": bool(getattr(args, "trust_remote_code", False))}

@@ -104,11 +104,11 @@ def model_step_metrics(model_dir: str, data: Sequence[str], data_format: str | N
     is one. format, trust_remote_code: a published PRM (docs/models.md)."""
     from prmkit.data import PolicyOptions, apply_policy, read_records
     from prmkit.models.backbones import resolve_device
-    from prmkit.models.reward_model import StepRewardModel
+    from prmkit.models.loading import load_reward_model
 
-    model = StepRewardModel.from_pretrained(model_dir, device=resolve_device(device),
-                                            attn_implementation=attn_implementation,
-                                            format=format, trust_remote_code=trust_remote_code)
+    model = load_reward_model(model_dir, device=resolve_device(device),
+                              attn_implementation=attn_implementation, format=format,
+                              trust_remote_code=trust_remote_code)
     examples = [ex for path in data
                 for ex in apply_policy(read_records(path, format=data_format), PolicyOptions())]
     available = len(examples)

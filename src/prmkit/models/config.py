@@ -23,6 +23,12 @@ def is_token_classification_export(folder: str | Path) -> bool:
     return any(a.endswith("ForTokenClassification") for a in archs)
 
 
+def is_prmkit_model(folder: str | Path) -> bool:
+    """Whether `folder` is a model `StepRewardModel.save_pretrained` wrote (its
+    prmkit_config.json, and no token-classification export)."""
+    return Path(folder, CONFIG_NAME).is_file() and not is_token_classification_export(folder)
+
+
 @dataclass
 class RewardModelConfig:
     objective: Objective = "prm"  # prm: a label after every step; orm: one at the end

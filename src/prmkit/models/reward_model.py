@@ -19,11 +19,7 @@ from torch import nn
 from prmkit.errors import PrmkitError
 from prmkit.models.attention import TreeMask, decoder_attention_mask
 from prmkit.models.card import write_model_card
-from prmkit.models.config import (
-    CONFIG_NAME,
-    RewardModelConfig,
-    is_token_classification_export,
-)
+from prmkit.models.config import CONFIG_NAME, RewardModelConfig, is_prmkit_model
 from prmkit.models.formatting import SegmentEncoder, resolve_label_token_ids
 from prmkit.models.surprise import feature_size, surprise_features
 
@@ -226,13 +222,13 @@ class StepRewardModel(nn.Module):
                         device: str | torch.device | None = None,
                         attn_implementation: str | None = None, format: str | None = None,
                         trust_remote_code: bool = False) -> StepRewardModel:
-        """Load a saved model; dtype (default fp32) is the backbone's dtype as loaded (the
-        head stays fp32), so a bf16 model never holds fp32 weights on the way.
+        """Load a model prmkit saved; dtype (default fp32) is the backbone's dtype as loaded
+        (the head stays fp32), so a bf16 model never holds fp32 weights on the way.
 
-        A folder (or Hub id) without prmkit_config.json, or with `format` given, is a
-        published PRM read through its family's spec (prmkit.models.published): `format`
-        names a built-in family or a spec file (None: detected from config.json);
-        trust_remote_code allows a family whose model class ships as remote code."""
+        `folder` may be a Hub id. A published PRM or a token-classification export (a
+        folder without prmkit_config.json, or with `format` given) is refused, naming
+        `prmkit.models.loading.load_reward_model`, which loads any PRM folder; `format`
+        and `trust_remote_code` are taken only to say so."""
         from safetensors.torch import load_file
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -241,13 +237,16 @@ class StepRewardModel(nn.Module):
 
         dtype = resolve_dtype(dtype)
         folder = resolve_model_folder(folder)
-        if (format is not None or not (folder / CONFIG_NAME).is_file()
-                or is_token_classification_export(folder)):
-            from prmkit.models.published import load_published
-
-            return load_published(folder, format, trust_remote_code=trust_remote_code,
-                                  dtype=dtype, attn_implementation=attn_implementation,
-                                  device=device)
+        if format is not None or not is_prmkit_model(folder):
+            what = (f"format {format!r} names a published PRM" if format is not None
+                    else f"{folder} is a token-classification export"
+                    if (folder / CONFIG_NAME).is_file()
+                    else f"{folder} has no {CONFIG_NAME}, so it is no model prmkit saved")
+            raise PrmkitError(
+                f"{what}: StepRewardModel.from_pretrained loads prmkit's own folders; load "
+                f"this one with prmkit.models.loading.load_reward_model({str(folder)!r}"
+                f"{'' if format is None else f', format={format!r}'}) or "
+                "Scorer.from_pretrained, which read published PRMs and exports")
         config = RewardModelConfig.load(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         if config.adapter:

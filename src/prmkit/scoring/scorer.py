@@ -197,10 +197,10 @@ class Scorer:
         """Load a saved model straight in `dtype` (the head stays fp32) on `device` (auto:
         the GPU when there is one; under a multi-process launch, each process's own).
         `folder` may also be a Hub id or a published PRM: `format` (a family name or spec
-        file) and `trust_remote_code` as in `StepRewardModel.from_pretrained`."""
+        file) and `trust_remote_code` as in `prmkit.models.loading.load_reward_model`."""
         from prmkit.models.backbones import resolve_device
+        from prmkit.models.loading import load_reward_model
         from prmkit.models.precision import compute_dtype
-        from prmkit.models.reward_model import StepRewardModel
 
         parallel = kw.get("parallel")
         if parallel is not None and parallel.world > 1 and device in (None, "auto"):
@@ -210,11 +210,9 @@ class Scorer:
         from prmkit.data.hub import resolve_model_folder
 
         folder = resolve_model_folder(folder)
-        published = {k: v for k, v in (("format", format),
-                                       ("trust_remote_code", trust_remote_code)) if v}
-        model = StepRewardModel.from_pretrained(folder, dtype=dtype, device=device,
-                                                attn_implementation=attn_implementation,
-                                                **published)
+        model = load_reward_model(folder, dtype=dtype, device=device,
+                                  attn_implementation=attn_implementation, format=format,
+                                  trust_remote_code=trust_remote_code)
         kw.setdefault("cast_weights", True)  # nobody else holds this model: cast in place
         return cls(model, token_budget=token_budget, dtype=dtype, device=device,
                    _source=str(Path(folder).resolve()), **kw)

@@ -55,13 +55,13 @@ def export_for_vllm(model_dir: str | Path, out: str | Path, dtype: str | None = 
     dtype: the backbone's weights as saved (default: as loaded, fp32); the head stays fp32.
     The folder is written whole or not at all; an earlier export in it is replaced, any
     other folder that is not empty refused."""
-    from prmkit.models.reward_model import StepRewardModel
+    from prmkit.models.loading import load_reward_model
 
     out = Path(out)
     if out.is_file() or (out.is_dir() and any(out.iterdir()) and not is_token_classification_export(out)):
         raise PrmkitError(f"{out} exists and is not an export: choose a new folder (an "
                           "earlier export there is replaced)")
-    model = StepRewardModel.from_pretrained(model_dir, dtype=dtype)
+    model = load_reward_model(model_dir, dtype=dtype)
     backbone = model.backbone
     arch = type(backbone).__name__
     if not arch.endswith("ForCausalLM"):
