@@ -67,6 +67,55 @@ def test_per_kind_auroc_and_pick_shares_on_a_hand_built_pool():
     assert report["pool"]["trap"] == pytest.approx(1 / 6)
 
 
+# A shop's stock (the out-of-distribution wording): 60 + 3 * 5 - 12 = 63; the shop's age
+# (41) is the trap: 41 + 3 * 5 - 12 = 44.
+SHOP = WorldProblem(
+    id="shop",
+    text="Kim's shop opens the day with 60 pens on its shelves. 3 boxes of 5 are delivered. "
+    "The shop is 41 years old. Customers buy 12 of them. "
+    "How many pens are on the shelves at closing time?",
+    answer="63",
+    kind="word",
+    level=6,
+    tree=build_tree([("*", 3, 5), ("+", 60, NodeRef(0)), ("-", NodeRef(1), 12)]),
+    trap=build_tree([("*", 3, 5), ("+", 41, NodeRef(0)), ("-", NodeRef(1), 12)]),
+    trap_kind="distractor",
+)
+
+
+def test_per_kind_auroc_counts_ties_and_pairs_across_two_problems():
+    ann = {"right": [0.9, 0.6, 0.7, 0.8], "slip": [0.9, 0.7, 0.1, 0.1]}
+    shop = {
+        "right": (["3 * 5 = 15", "60 + 15 = 75", "75 - 12 = 63", "Answer: 63"],
+                  [0.5, 0.8, 0.9, 0.9]),
+        "trap": (["3 * 5 = 15", "41 + 15 = 56", "56 - 12 = 44", "Answer: 44"],
+                 [0.6, 0.3, 0.2, 0.2]),
+        "skip": (["60 + 15 = 75", "75 - 12 = 63", "Answer: 63"], [0.6, 0.5, 0.5]),
+        "miscopy": (["3 * 5 = 15", "60 + 15 = 75", "75 - 21 = 54", "Answer: 54"],
+                    [0.9, 0.8, 0.8, 0.8]),
+        "cancel": (["3 * 5 = 14", "60 + 14 = 75", "75 - 12 = 63", "Answer: 63"],
+                   [0.9, 0.4, 0.9, 0.9]),
+    }
+    for kind, (steps, _) in shop.items():
+        assert error_kind(SHOP, steps) == kind
+    report = kind_report(
+        [ANN, SHOP], [[POOL[k] for k in ann], [steps for steps, _ in shop.values()]],
+        [list(ann.values()), [scores for _, scores in shop.values()]], picks=[1, 0])
+    # 12 right steps (the steps before each first error): 0.5, 0.6 x2, 0.7, 0.8 x3, 0.9 x5;
+    # a first wrong step's AUROC is (right steps above it + half those equal to it) / 12
+    assert report["step_auroc"] == pytest.approx({
+        "slip": 8.5 / 12,  # 0.7: 8 above, 1 equal
+        "miscopy": 6.5 / 12,  # 0.8: 5 above, 3 equal
+        "skip": 10 / 12,  # 0.6: 9 above, 2 equal
+        "trap": 1.0,  # 0.3: below every right step
+        "cancel": 2.5 / 12,  # 0.9: none above, 5 equal
+    })
+    assert report["wrong_steps"] == {k: 1 for k in KINDS}
+    assert report["picks"] == pytest.approx({"right": 0.5, "slip": 0.5, "miscopy": 0,
+                                             "skip": 0, "trap": 0, "cancel": 0, "other": 0})
+    assert report["pool"]["right"] == pytest.approx(2 / 7)
+
+
 def test_a_kind_absent_from_the_pool_has_no_auroc():
     pool = [POOL["right"], POOL["slip"]]
     report = kind_report([ANN], [pool], [[[0.9] * 4, [0.9, 0.2, 0.5, 0.5]]], picks=[0])

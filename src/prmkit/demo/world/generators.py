@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from prmkit.demo.world.trees import MAX_VALUE, InvalidTree, Tree, TreeBuilder
+from prmkit.demo.world.wordings import PERSON, Wording
 
 INT_RE = re.compile(r"\d+")
 
@@ -18,14 +19,16 @@ _PEOPLE = (
 _ITEMS = ("apples", "pens", "cards", "eggs", "coins", "books", "shells", "stamps", "cups", "toys")
 _BOXES = (("bags", "bag"), ("boxes", "box"), ("packs", "pack"))
 
-# Per level 1..5: ranges of numbers and the number of operations.
-_WORD_START = ((3, 12), (5, 20), (8, 25), (10, 30), (12, 40))
-_WORD_SMALL = ((2, 6), (2, 9), (2, 10), (3, 12), (3, 15))
-_FACTOR = ((2, 4), (2, 5), (2, 6), (2, 7), (2, 9))
-_WORD_NODES = ((2, 3), (3, 4), (4, 5), (5, 6), (5, 6, 7))
+# Per level 1..5: ranges of numbers and the number of operations. Word problems also have a
+# level 6 that `make_problems` never uses: the out-of-distribution set's (ood.py).
+WORD_START = ((3, 12), (5, 20), (8, 25), (10, 30), (12, 40), (50, 99))
+WORD_SMALL = ((2, 6), (2, 9), (2, 10), (3, 12), (3, 15), (3, 15))
+WORD_FACTOR = ((2, 4), (2, 5), (2, 6), (2, 7), (2, 9), (2, 9))
+WORD_NODES = ((2, 3), (3, 4), (4, 5), (5, 6), (5, 6, 7), (8, 9))
 _EQ_X = ((1, 9), (2, 9), (2, 10), (2, 12), (2, 15))
 _EQ_CONST = ((1, 9), (1, 12), (1, 15), (1, 20), (1, 25))
 _EQ_LAYERS = ((2,), (2, 3), (3,), (3, 4), (4, 5))
+
 
 
 def _word_tree(start: int, events: Sequence[tuple]) -> Tree:
@@ -57,11 +60,13 @@ def swap_digits(v: int) -> int | None:
     return None
 
 
-def gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str, Tree]]]:
+def gen_word(
+    rng: random.Random, level: int, wording: Wording = PERSON
+) -> tuple[str, Tree, list[tuple[str, Tree]]]:
     i = level - 1
-    target = rng.choice(_WORD_NODES[i])
+    target = rng.choice(WORD_NODES[i])
     while True:
-        start = rng.randint(*_WORD_START[i])
+        start = rng.randint(*WORD_START[i])
         acc, nodes, events = start, 0, []
         for _ in range(40):
             if nodes >= target:
@@ -71,22 +76,22 @@ def gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str,
                 kinds += ["addmul", "addmul", "submul"]
             kind = rng.choice(kinds)
             if kind == "add":
-                b = rng.randint(*_WORD_SMALL[i])
+                b = rng.randint(*WORD_SMALL[i])
                 ev, new = ("add", b), acc + b
             elif kind == "sub":
-                b = rng.randint(*_WORD_SMALL[i])
+                b = rng.randint(*WORD_SMALL[i])
                 ev, new = ("sub", b), acc - b
             elif kind == "mul":
-                k = rng.randint(*_FACTOR[i])
+                k = rng.randint(*WORD_FACTOR[i])
                 ev, new = ("mul", k), acc * k
             elif kind == "div":
-                ks = [k for k in range(2, _FACTOR[i][1] + 1) if acc % k == 0 and acc > k]
+                ks = [k for k in range(2, WORD_FACTOR[i][1] + 1) if acc % k == 0 and acc > k]
                 if not ks:
                     continue
                 k = rng.choice(ks)
                 ev, new = ("div", k), acc // k
             else:
-                b, c = rng.randint(*_FACTOR[i]), rng.randint(*_WORD_SMALL[i])
+                b, c = rng.randint(*WORD_FACTOR[i]), rng.randint(*WORD_SMALL[i])
                 ev = (kind, b, c)
                 new = acc + b * c if kind == "addmul" else acc - b * c
             repeated = bool(events) and kind in ("mul", "div") and events[-1][0] == kind
@@ -101,23 +106,16 @@ def gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str,
     name, pron = rng.choice(_PEOPLE)
     item = rng.choice(_ITEMS)
     boxes, box = rng.choice(_BOXES)
-    sentences = [f"{name} has {start} {item}."]
+    fields = {"name": name, "pron": pron, "item": item, "boxes": boxes, "box": box}
+
+    def say(template: str, **numbers) -> str:
+        return template.format(**fields, **numbers)
+
+    sentences = [say(wording.start, n=start)]
     for ev in events:
-        kind = ev[0]
-        if kind == "add":
-            verb = rng.choice(("buys", "finds", "gets"))
-            sentences.append(f"{pron} {verb} {ev[1]} more.")
-        elif kind == "sub":
-            verb = rng.choice(("gives away", "loses", "sells"))
-            sentences.append(f"{pron} {verb} {ev[1]}.")
-        elif kind == "mul":
-            sentences.append(f"{pron} then has {ev[1]} times as many.")
-        elif kind == "div":
-            sentences.append(f"{pron} splits them into {ev[1]} equal piles and keeps one pile.")
-        elif kind == "addmul":
-            sentences.append(f"{pron} buys {ev[1]} {boxes} of {ev[2]}.")
-        else:
-            sentences.append(f"{pron} gives {ev[2]} to each of {ev[1]} friends.")
+        verbs = {"add": wording.add_verbs, "sub": wording.sub_verbs}.get(ev[0])
+        verb = rng.choice(verbs) if verbs else ""
+        sentences.append(say(getattr(wording, ev[0]), verb=verb, b=ev[1], c=ev[-1]))
 
     # Trap candidates: misreadings that many samples of this problem share.
     traps: list[tuple[str, Tree | None]] = []
@@ -137,7 +135,7 @@ def gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str,
         traps.append(("misread", _try_tree(lambda: _word_tree(swapped, events))))
     if rng.random() < 0.25 + 0.1 * level:
         used = set(INT_RE.findall(" ".join(sentences)))
-        d = rng.randint(*_WORD_START[i])
+        d = rng.randint(*WORD_START[i])
         while str(d) in used:
             d += 1
         products = [k for k, ev in enumerate(events) if ev[0] in ("addmul", "submul")]
@@ -145,22 +143,22 @@ def gen_word(rng: random.Random, level: int) -> tuple[str, Tree, list[tuple[str,
                            else ("friend", "age"))  # fmt: skip
         if style == "friend":
             other = rng.choice([p for p, _ in _PEOPLE if p != name])
-            extra = f"{other} has {d} {item}."
+            extra = say(wording.friend, other=other, d=d)
             trap = _try_tree(lambda: _word_tree(d, events))
         elif style == "age":
-            extra = f"{pron} is {d} years old."
+            extra = say(wording.age, d=d)
             trap = _try_tree(lambda: _word_tree(d, events))
         else:
             d = next((v for v in rng.sample(range(2, 10), 8) if str(v) not in used), 11)
             k = products[0]
             changed = list(events)
             changed[k] = (events[k][0], events[k][1], d)
-            extra = f"Each {box} costs {d} dollars."
+            extra = say(wording.cost, d=d)
             trap = _try_tree(lambda: _word_tree(start, changed))
         sentences.insert(rng.randint(1, len(sentences)), extra)
         traps.append(("distractor", trap))
     noun = item if rng.random() < 0.5 else "of them"
-    sentences.append(f"How many {noun} does {name} have now?")
+    sentences.append(say(wording.question, noun=noun))
     valid = [(k, t) for k, t in traps if t is not None and t.answer != tree.answer]
     return " ".join(sentences), tree, valid
 

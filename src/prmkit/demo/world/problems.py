@@ -22,7 +22,7 @@ class WorldProblem:
     text: str
     answer: str
     kind: str  # "word" or "equation"
-    level: int  # 1 (easy) .. 5 (hard)
+    level: int  # 1 (easy) .. 5 (hard); 6 only in the out-of-distribution set (ood.py)
     tree: Tree
     propensity: Propensity = Propensity()
     trap: Tree | None = None
@@ -114,41 +114,46 @@ def make_problems(
     if not 0.0 <= word_fraction <= 1.0:
         raise PrmkitError(f"word_fraction must be in [0, 1], got {word_fraction}")
     levels = _levels(difficulty)
-    rng = random.Random(f"prmkit-world:{seed}")
-    problems = []
-    seen: set[str] = set()
-    while len(problems) < n:
+
+    def draw(rng: random.Random) -> tuple:
         level = rng.choice(levels)
         kind = "word" if rng.random() < word_fraction else "equation"
-        text, tree, traps = (gen_word if kind == "word" else gen_equation)(rng, level)
+        return kind, level, *(gen_word if kind == "word" else gen_equation)(rng, level)
+
+    return distinct_problems(n, random.Random(f"prmkit-world:{seed}"), f"world-{seed}", draw)
+
+
+def distinct_problems(n: int, rng: random.Random, prefix: str, draw) -> list[WorldProblem]:
+    """`n` problems of distinct keys, ids `prefix-00000`...; `draw(rng)` generates one as
+    (kind, level, text, tree, traps)."""
+    problems: list[WorldProblem] = []
+    seen: set[str] = set()
+    while len(problems) < n:
+        kind, level, text, tree, traps = draw(rng)
         key = tree.canonical()
         if key in seen:
             continue
         seen.add(key)
-        trap_kind, trap = _pick_trap(traps, rng)
-        # Error rates grow with the level; each problem also gets its own skill noise.
-        f = 2.0 ** (0.45 * (level - 3) + rng.gauss(0.0, 0.4))
-        prop = Propensity(
-            slip=min(0.3, 0.03 * f),
-            copy=min(0.2, 0.018 * f),
-            skip=min(0.2, 0.014 * f),
-            cancel=0.06,
-            trap=rng.uniform(0.05, 0.7) if trap else 0.0,
-        )
-        problems.append(
-            WorldProblem(
-                id=f"world-{seed}-{len(problems):05d}",
-                text=text,
-                answer=str(tree.answer),
-                kind=kind,
-                level=level,
-                tree=tree,
-                propensity=prop,
-                trap=trap,
-                trap_kind=trap_kind,
-            )
-        )
+        pid = f"{prefix}-{len(problems):05d}"
+        problems.append(_world_problem(rng, pid, kind, level, text, tree, traps))
     return problems
+
+
+def _world_problem(rng: random.Random, pid: str, kind: str, level: int, text: str, tree: Tree,
+                  traps: list[tuple[str, Tree]]) -> WorldProblem:
+    """A generated problem with one of its traps and its solver's error rates."""
+    trap_kind, trap = _pick_trap(traps, rng)
+    # Error rates grow with the level; each problem also gets its own skill noise.
+    f = 2.0 ** (0.45 * (level - 3) + rng.gauss(0.0, 0.4))
+    prop = Propensity(
+        slip=min(0.3, 0.03 * f),
+        copy=min(0.2, 0.018 * f),
+        skip=min(0.2, 0.014 * f),
+        cancel=0.06,
+        trap=rng.uniform(0.05, 0.7) if trap else 0.0,
+    )
+    return WorldProblem(id=pid, text=text, answer=str(tree.answer), kind=kind, level=level,
+                        tree=tree, propensity=prop, trap=trap, trap_kind=trap_kind)
 
 
 @dataclass(frozen=True)
