@@ -31,6 +31,7 @@ import torch
 
 from prmkit.errors import PrmkitError
 from prmkit.models.attention import additive_attention_mask, full_attention_within
+from prmkit.scoring.length_batches import length_batches
 from prmkit.scoring.scorer import Scorer, as_problem_steps
 
 Key = tuple[str, tuple[str, ...]]  # (problem, steps of the prefix)
@@ -256,23 +257,12 @@ class IncrementalScorer:
                 shared.append(_Row(job.past))
             shared[-1].jobs.append(job)
             shared[-1].width += len(job.new_ids)
-        order = sorted((r for group in rows.values() for r in group),
-                       key=lambda r: (-r.width, -r.past_len))
-        batches, group = [], []
-        for row in order:
-            if group:
-                longest = group[0].width
-                past = max(row.past_len, *(r.past_len for r in group))
-                n = len(group) + 1
-                if ((self.max_batch_size is not None and n > self.max_batch_size)
-                        or longest - row.width > self.max_padding * longest
-                        or n * longest > self.token_budget or n * past > self.past_budget):
-                    batches.append(group)
-                    group = []
-            group.append(row)
-        if group:
-            batches.append(group)
-        return batches
+        # widest past first: rows of one width stay in that order, pasts alike together
+        order = sorted((r for group in rows.values() for r in group), key=lambda r: -r.past_len)
+        groups = length_batches([r.width for r in order], [r.past_len for r in order],
+                                token_budget=self.token_budget, max_padding=self.max_padding,
+                                past_budget=self.past_budget, max_batch_size=self.max_batch_size)
+        return [[order[k] for k in g] for g in groups]
 
     # ---- forward ------------------------------------------------------------------------
     def _run(self, rows: list[_Row], made: dict[Key, _Past]) -> dict[Key, float]:

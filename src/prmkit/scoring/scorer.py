@@ -27,6 +27,7 @@ from prmkit.models.attention import (
     full_attention_within,
 )
 from prmkit.models.backbones import resolve_dtype
+from prmkit.scoring.length_batches import length_batches
 from prmkit.scoring.parallel import DataParallel
 from prmkit.scoring.prefix_batches import (
     MIN_SAVED_TOKENS,
@@ -263,26 +264,8 @@ class Scorer:
 
     def _length_batches(self, lengths: Sequence[int], past: Sequence[int] | None = None
                         ) -> list[list[int]]:
-        """Indices of `lengths` in batches, longest first: a batch's padded size (rows x
-        (longest + longest `past`, the cached tokens a row reads)) stays within the token
-        budget, at most max_batch_size rows, and no row is padded by more than max_padding
-        of the longest."""
-        past = past or [0] * len(lengths)
-        order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
-        batches, group, widest = [], [], 0
-        for k in order:
-            longest = lengths[group[0]] if group else lengths[k]
-            full = self.max_batch_size is not None and len(group) >= self.max_batch_size
-            too_short = longest - lengths[k] > self.max_padding * longest
-            size = (len(group) + 1) * (longest + max(widest, past[k]))
-            if group and (full or too_short or size > self.token_budget):
-                batches.append(group)
-                group, widest = [], 0
-            group.append(k)
-            widest = max(widest, past[k])
-        if group:
-            batches.append(group)
-        return batches
+        return length_batches(lengths, past, token_budget=self.token_budget,
+                              max_padding=self.max_padding, max_batch_size=self.max_batch_size)
 
     def _collate(self, rows: list[int], encoded: Sequence[Encoded]) -> Batch:
         width = max(len(encoded[i].input_ids) for i in rows)
