@@ -81,6 +81,7 @@ def test_overrides_type_tuples_by_their_field_and_refuse_what_they_cannot_read()
 
 # ---- cache keys over every field -------------------------------------------------------
 
+RUN_ONLY = {"seeds", "progress", "workers"}  # how a run goes, not what it trains
 CHOICES = {"fact_format": "lsd", "base_items": ("layers=2",), "base": "mathmix hidden_size=64"}
 
 
@@ -117,21 +118,21 @@ def _check_keys(cfg, key, run_only: set[str]) -> None:
     assert len(names) > 5
 
 
-def test_a_seeds_models_are_keyed_by_every_demo_setting_but_seeds_and_progress():
-    _check_keys(DemoConfig(), lambda c: models_folder(0, c, Path("work")), {"seeds", "progress"})
+def test_a_seeds_models_are_keyed_by_every_demo_setting_but_seeds_progress_and_workers():
+    _check_keys(DemoConfig(), lambda c: models_folder(0, c, Path("work")), RUN_ONLY)
 
 
 def test_small_scale_cache_is_keyed_by_every_setting_of_its_small_models_and_of_the_demo():
     # Before, the key left out the demo's settings: another lr or base read the first run's models.
     _check_keys(SmallScaleConfig(), lambda c: small_scale_folder(0, c, Path("work")),
-                {"seeds", "progress"})
+                RUN_ONLY)
 
 
 def test_rl_runs_and_policies_are_keyed_by_every_setting_but_the_rewards_run():
-    _check_keys(RLConfig(), lambda c: c.key(), {"seeds", "progress", "rewards"})
+    _check_keys(RLConfig(), lambda c: c.key(), RUN_ONLY | {"rewards"})
     cfg = RLConfig()
     for name, other in _variants(cfg):
-        if name.startswith(("demo.", "policy.")) and name.split(".")[-1] not in ("seeds", "progress"):
+        if name.startswith(("demo.", "policy.")) and name.split(".")[-1] not in RUN_ONLY:
             assert other.policy_key() != cfg.policy_key(), name
 
 
@@ -139,7 +140,7 @@ def test_capacity_results_are_keyed_by_every_setting_of_their_base_and_demo():
     def key(c):
         return [(c.point_cache(s, 0), c.skill_samples) for s in c.steps()]
 
-    _check_keys(CapacityConfig(), key, {"seeds", "progress"})
+    _check_keys(CapacityConfig(), key, RUN_ONLY)
 
 
 def test_a_base_is_keyed_by_every_setting():

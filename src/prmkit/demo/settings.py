@@ -13,7 +13,7 @@ import typing
 from dataclasses import asdict, fields, is_dataclass, replace
 from typing import Any
 
-RUN_ONLY = ("seeds", "progress")  # settings that change no model and no figure of a seed
+RUN_ONLY = ("seeds", "progress", "workers")  # settings that change no model and no figure of a seed
 
 
 def config_key(settings: dict, length: int = 12) -> str:

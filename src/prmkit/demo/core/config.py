@@ -28,6 +28,9 @@ class DemoConfig:
     # torch CPU threads: fixed, so that a run's figures repeat exactly; 1 leaves the other
     # core of a 2-core machine free (2 threads beside another job run several times slower)
     threads: int = 1
+    # seeds at once, each in a process of its own (prmkit.demo.core.parallel): 0: as many as
+    # the cores hold at `threads` each; 1: one after another. Same figures either way.
+    workers: int = 0
     # mathmix [FIELD=VALUE ...] or a folder: every seed starts from one shared base
     # (prmkit.demo.lm.base.resolve_base; the default settings' base ships with prmkit);
     # seed: each seed pretrains its own backbone (the pretrain_* fields above)
@@ -49,7 +52,8 @@ def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
     return DemoConfig(seeds=seeds, train_problems=40, samples_per_train_problem=4,
                       test_problems=12, samples_per_test_problem=8, pretrain_problems=100,
                       pretrain_steps=5, hidden_size=32, layers=1, reward_steps=5,
-                      ns=(1, 2, 4, 8), base="seed")
+                      ns=(1, 2, 4, 8), base="seed",
+                      workers=1)  # starting processes costs more than seconds-long seeds
 
 
 @contextlib.contextmanager

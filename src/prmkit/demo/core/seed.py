@@ -2,7 +2,7 @@
 backbone, a PRM and an ORM), with the one cache rule for those models.
 
 A seed's models live in `work/seed{s}/models-{key}`, the key a hash of every demo setting
-but the seeds and progress (`prmkit.demo.settings.settings_key`): a run with other
+but the seeds, progress and workers (`prmkit.demo.settings.settings_key`): a run with other
 settings trains its own, a run with the same settings reads them back. The folder counts
 as built once its `models.json` is written, last; a folder without it (a run stopped
 mid-training) is trained again from scratch.

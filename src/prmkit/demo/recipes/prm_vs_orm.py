@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
+from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import run_seed
+from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.world.error_kinds import kinds_table, summarise_kinds
 from prmkit.evaluation import plot_bon_curves, plot_calibration
 from prmkit.evaluation.report import write_report
@@ -127,18 +128,18 @@ def run(cfg: Config | None = None, out: str | Path = "demo-output",
     out = Path(out)
     work = Path(work) if work is not None else out / "work"
     t0 = time.perf_counter()
-    with torch_settings(cfg.threads):
-        per_seed = [_seed(seed, cfg, work) for seed in cfg.seeds]
+    per_seed = map_seeds(_seed, cfg, work, line=lambda s, r: _seed_line(s, r, cfg.ns[-1]))
     return _report(out, cfg, per_seed, time.perf_counter() - t0)
 
 
 def _seed(seed: int, cfg: Config, work: Path) -> dict:
     print(f"[demo] seed {seed}: world, backbone, PRM, ORM, evaluation", flush=True)
-    r = run_seed(seed, cfg, work)
-    print(f"[demo] seed {seed}: best-of-{cfg.ns[-1]} PRM {r['prm'][-1]:.3f} "
-          f"ORM {r['orm'][-1]:.3f} majority {r['majority'][-1]:.3f} "
-          f"({r['seconds']:.0f} s)", flush=True)
-    return r
+    return run_seed(seed, cfg, work)
+
+
+def _seed_line(seed: int, r: dict, n: int) -> str:
+    return (f"[demo] seed {seed}: best-of-{n} PRM {r['prm'][-1]:.3f} "
+            f"ORM {r['orm'][-1]:.3f} majority {r['majority'][-1]:.3f} ({r['seconds']:.0f} s)")
 
 
 def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dict:

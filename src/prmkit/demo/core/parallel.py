@@ -1,0 +1,90 @@
+"""A demo's seeds, one after another or each in a process of its own.
+
+Every seed seeds its own world, models and draws, so a seed's figures are the same in a
+fresh process as after other seeds in one process. Processes start with 'spawn' (no state
+copied from the parent), each with the demo's torch settings (`torch_settings`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prmkit.demo.core.config import DemoConfig, torch_settings
+from prmkit.errors import PrmkitError
+
+LOG = "output.log"  # a seed's output when it runs in a process of its own
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def seed_workers(cfg: DemoConfig) -> int:
+    """How many seeds run at once: `cfg.workers`, or with 0 as many as the cores hold at
+    `cfg.threads` each (1: one after another)."""
+    if cfg.workers < 0:
+        raise PrmkitError(f"workers must be 0 (one process per core) or more, got {cfg.workers}")
+    seeds = len(set(cfg.seeds))
+    if cfg.workers:
+        return max(1, min(cfg.workers, seeds))
+    return max(1, min(seeds, cores() // max(cfg.threads, 1)))
+
+
+def map_seeds(fn: Callable, cfg: DemoConfig, work: Path,
+              line: Callable[[int, Any], str] | None = None) -> list:
+    """`fn(seed, cfg, work)` for each of `cfg.seeds`, in their order (a repeated seed runs
+    once), and `line(seed, result)` printed as each seed ends. With several workers `fn`
+    must be a module-level function; each process runs without progress bars and writes
+    its output to `work/seed<s>/output.log`, under one bar of finished seeds."""
+    seeds = list(dict.fromkeys(cfg.seeds))
+    workers = seed_workers(cfg)
+    done: dict = {}
+    if workers == 1:
+        with torch_settings(cfg.threads):
+            for s in seeds:
+                done[s] = fn(s, cfg, work)
+                if line is not None:
+                    print(line(s, done[s]), flush=True)
+        return [done[s] for s in cfg.seeds]
+    from tqdm import tqdm
+
+    quiet = replace(cfg, progress=False)
+    print(f"[demo] seeds {', '.join(map(str, seeds))}: {workers} processes of "
+          f"{cfg.threads} thread(s), each seed's output in {Path(work) / 'seed<s>' / LOG}",
+          flush=True)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool, \
+            tqdm(total=len(seeds), desc="seeds", unit="seed", disable=not cfg.progress) as bar:
+        pending = {pool.submit(_in_process, fn, s, quiet, Path(work)): s for s in seeds}
+        try:
+            while pending:
+                finished, _ = wait(pending, timeout=5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    s = pending.pop(future)
+                    done[s] = future.result()
+                    if line is not None:
+                        bar.write(line(s, done[s]))
+                    bar.update()
+                bar.refresh()  # the elapsed time, between seeds
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+    return [done[s] for s in cfg.seeds]
+
+
+def _in_process(fn: Callable, seed: int, cfg: DemoConfig, work: Path):
+    log = work / f"seed{seed}" / LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
+            torch_settings(cfg.threads):
+        return fn(seed, cfg, work)

@@ -1,0 +1,54 @@
+"""The demo's seeds in processes of their own: the same figures as one after another."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prmkit.cli import main
+from prmkit.demo.core import parallel
+from prmkit.demo.core.config import DemoConfig
+from prmkit.errors import PrmkitError
+
+
+def _figures(value):
+    """metrics.json without what says how long or how the run went."""
+    if isinstance(value, dict):
+        return {k: _figures(v) for k, v in value.items() if k not in ("seconds", "workers")}
+    if isinstance(value, list):
+        return [_figures(v) for v in value]
+    return value
+
+
+def test_quick_demo_in_two_processes_gives_the_figures_of_one_process(tmp_path, capsys):
+    metrics = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        assert main(["demo", "--quick", "--seeds", "0,1", "--no-progress", "--out", str(out),
+                     "--set", f"workers={workers}"]) == 0
+        metrics[workers] = json.loads((out / "metrics.json").read_text())
+    assert "seeds 0, 1: 2 processes" in capsys.readouterr().out
+    assert "model saved to" in (tmp_path / "w2" / "work" / "seed1" / "output.log").read_text()
+    assert metrics[2]["config"]["workers"] == 2 and metrics[2]["seconds"] > 0
+    assert [r["seed"] for r in metrics[2]["per_seed"]] == [0, 1]
+    assert _figures(metrics[2]) == _figures(metrics[1])
+
+
+@pytest.mark.parametrize("threads, workers, seeds, expected", [
+    (1, 0, (0, 1, 2), 2),  # one process per core
+    (2, 0, (0, 1, 2), 1),  # one seed's threads fill the cores: one after another
+    (1, 0, (0, 0), 1),  # a repeated seed runs once
+    (1, 5, (0, 1, 2), 3),  # no more processes than seeds
+    (1, 1, (0, 1, 2), 1),
+])
+def test_seed_workers_fill_the_cores_at_the_threads_of_each(monkeypatch, threads, workers,
+                                                            seeds, expected):
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    cfg = DemoConfig(seeds=seeds, threads=threads, workers=workers)
+    assert parallel.seed_workers(cfg) == expected
+
+
+def test_negative_workers_are_refused():
+    with pytest.raises(PrmkitError, match="workers must be 0"):
+        parallel.seed_workers(DemoConfig(workers=-1))
