@@ -9,6 +9,7 @@ from prmkit.evaluation.bon import (
     ProblemPool,
     bon_curves,
     bon_exact,
+    bon_pick_mean,
     default_ns,
     pass_at_n,
     simulate,
@@ -76,6 +77,28 @@ def test_exact_equals_mean_of_paper_trials_within_standard_error():
     assert np.all(np.abs(per_trial.mean(axis=0) - exact) <= 3 * stderr)
     # and the two are not trivially equal: the trial noise is real
     assert np.all(stderr > 0)
+
+
+def test_pick_mean_by_hand_with_a_tie_and_an_answerless_slot():
+    # Slots: a (0.9, wrong), b (0.5, right), c (0.5, wrong), one answer-less slot u.
+    # N=1: a pick in 3 draws of 4, uniform: score (0.9 + 0.5 + 0.5) / 3, right 1/3.
+    # N=2: ab, ac, au pick a; bu b; cu c; bc ties (right 1/2): score (3 * 0.9 + 3 * 0.5) / 6,
+    # right (1 + 1/2) / 6. N=4: always a.
+    pool = ProblemPool([0.9, 0.5, 0.5], [False, True, False], n_slots=4)
+    ns = [1, 2, 4]
+    np.testing.assert_allclose(bon_pick_mean([pool], ns), [1.9 / 3, 0.7, 0.9])
+    np.testing.assert_allclose(bon_pick_mean([pool], ns, [pool.correct]), [1 / 3, 0.25, 0.0])
+    # without answer-less slots every draw picks: the share right is best-of-N's accuracy
+    pools = random_pools(seed=5, problems=20, max_samples=12)
+    full = [ProblemPool(p.scores, p.correct) for p in pools if len(p.scores) >= 4]
+    np.testing.assert_allclose(bon_pick_mean(full, [1, 2, 4], [p.correct for p in full]),
+                               bon_exact(full, [1, 2, 4]), atol=1e-12)
+
+
+def test_pick_mean_refuses_values_that_do_not_fit_the_pool():
+    pool = ProblemPool([0.9, 0.5], [False, True], problem_id="p7")
+    with pytest.raises(PrmkitError, match="pool p7: 1 values for 2 samples"):
+        bon_pick_mean([pool], [1], [[0.3]])
 
 
 def test_padded_slots_are_never_picked_over_a_real_sample():

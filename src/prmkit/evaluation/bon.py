@@ -15,6 +15,8 @@ Estimators:
   samples by score and group equal scores; if L slots rank strictly below a tie group of
   size t (lower scores plus empty slots) and P is the pool size, the group supplies the pick
   with probability [C(L+t, N) - C(L, N)] / C(P, N), each member equally likely.
+- The pick's expected value (`bon_pick_mean`, e.g. its own score): each group's mean value
+  times that chance, over the chance that the draw holds a real sample.
 - pass@N: 1 - C(P - c, N) / C(P, N) with c correct samples (at least one correct drawn).
 - Majority and score-weighted votes: Monte-Carlo over the same random draws (an exact
   multivariate-hypergeometric sum is too costly for 1,860-sample pools); ties between
@@ -145,13 +147,48 @@ def bon_exact(
             continue
         if not pool.correct.any():
             continue
-        values, inverse, counts = np.unique(pool.scores, return_inverse=True, return_counts=True)
+        inverse, counts, chance = _pick_chances(pool, nn, size, lf)
         frac_correct = np.bincount(inverse, weights=pool.correct) / counts
-        below = empty + np.concatenate([[0], np.cumsum(counts)[:-1]])
-        upper = _choose_ratio((below + counts)[:, None], nn[None, :], size, lf)
-        lower = _choose_ratio(below[:, None], nn[None, :], size, lf)
-        total += np.clip(frac_correct @ (upper - lower), 0.0, 1.0)
+        total += np.clip(frac_correct @ chance, 0.0, 1.0)
     return total / len(pools)
+
+
+def _pick_chances(pool: ProblemPool, nn: np.ndarray, size: int, lf: np.ndarray):
+    """(each sample's tie group, the groups' sizes, chance [groups, len(nn)] that a group
+    supplies the best-of-N pick), groups in increasing score."""
+    _, inverse, counts = np.unique(pool.scores, return_inverse=True, return_counts=True)
+    below = size - len(pool.scores) + np.concatenate([[0], np.cumsum(counts)[:-1]])
+    upper = _choose_ratio((below + counts)[:, None], nn[None, :], size, lf)
+    lower = _choose_ratio(below[:, None], nn[None, :], size, lf)
+    return inverse, counts, upper - lower
+
+
+def bon_pick_mean(
+    pools: Sequence[ProblemPool], ns: Sequence[int], values: Sequence | None = None,
+    pool_size: int | None = None,
+) -> np.ndarray:
+    """Exact expected value of the best-of-N pick for each N, given that the draw holds a
+    sample to pick, averaged over the pools that have one: per pool `values` holds one
+    number per sample of its `scores` (default: the scores, so the pick's own score);
+    `correct` gives the checker's share right of the picks. Same draws and tie rule as
+    `bon_exact`; a pool whose values are all equal adds exactly that value."""
+    _check_ns(ns, pools, pool_size)
+    nn = np.asarray(ns, dtype=np.int64)
+    lf = _log_factorials(max(_slots(p, pool_size) for p in pools))
+    means = []
+    for k, pool in enumerate(pools):
+        x = pool.scores if values is None else np.asarray(values[k], dtype=np.float64)
+        if x.shape != pool.scores.shape:
+            raise PrmkitError(f"pool {pool.problem_id}: {len(x)} values for "
+                              f"{len(pool.scores)} samples")
+        if len(x) == 0:
+            continue
+        inverse, counts, chance = _pick_chances(pool, nn, _slots(pool, pool_size), lf)
+        group_mean = np.bincount(inverse, weights=x) / counts
+        means.append(np.clip(group_mean @ chance / chance.sum(axis=0), x.min(), x.max()))
+    if not means:
+        raise PrmkitError("no pool has a sample to pick")
+    return np.mean(means, axis=0)
 
 
 def pass_at_n(
