@@ -8,7 +8,8 @@ from prmkit.demo import world
 from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import evaluate_seed
 from prmkit.demo.core.seed import seed_world, train_reward_model
-from prmkit.demo.recipes.prm_vs_orm import run
+from prmkit.demo.recipes.prm_vs_orm import PICK_KEYS, over_optimisation, run
+from prmkit.evaluation.report import read_axes
 
 FIGURES = ("prm", "orm", "majority", "pass", "first_error", "top_picks", "step_auroc",
            "lm_loss", "train_examples")
@@ -56,6 +57,35 @@ def test_quick_demo_reports_each_error_kind_for_both_reward_models(quick_runs):
             assert all(v is None or 0.0 <= v <= 1.0 for v in auroc.values())
     assert sum(kinds[k]["pool"] for k in kinds) == pytest.approx(1.0)
     assert "Per error kind" in (out / "report.html").read_text()
+
+
+def test_quick_demo_reports_the_picks_proxy_score_beside_the_checkers_verdict(quick_runs):
+    out, summary = quick_runs[0]
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in PICK_KEYS:
+        per_seed = [r[key] for r in metrics["per_seed"]]
+        assert all(len(v) == len(metrics["n"]) for v in (metrics[key], *per_seed)), key
+        assert np.allclose(metrics[key], np.mean(per_seed, axis=0)), key
+    for r in metrics["per_seed"]:
+        for model in ("prm", "orm"):
+            assert np.all(np.diff(r[f"{model}_pick_score"]) >= -1e-12)  # the max of more draws
+            # right among draws with a pick: at least best-of-N, which counts the rest wrong
+            assert np.all(np.array(r[f"{model}_pick_right"]) >= np.array(r[model]) - 1e-12)
+    prm_axes, orm_axes = read_axes(out / "pick_scores.png")
+    assert prm_axes["legend"] == ["proxy score (min of step probabilities)", "right (checker)"]
+    assert orm_axes["legend"][0] == "proxy score (outcome probability)"
+    assert "pick_scores.png" in (out / "report.html").read_text()
+    assert "The PRM's own score of its best-of-N pick goes from" in summary["statement"]
+
+
+def test_over_optimisation_names_each_n_where_the_proxy_rises_and_the_verdict_falls():
+    summary = {"n": [1, 2, 4, 8],
+               "prm_pick_score": [0.5, 0.6, 0.7, 0.8], "prm_pick_right": [0.4, 0.5, 0.45, 0.44],
+               "orm_pick_score": [0.5, 0.5, 0.6, 0.7], "orm_pick_right": [0.4, 0.3, 0.6, 0.6]}
+    prm, orm = over_optimisation(summary)
+    assert prm.endswith("falls at N=4 (50.0% to 45.0%), N=8 (45.0% to 44.0%): "
+                        "over-optimisation of the proxy.")
+    assert orm.endswith("that share never falls while the score rises.")  # N=2: flat score
 
 
 def test_demo_same_seed_same_figures(quick_runs):

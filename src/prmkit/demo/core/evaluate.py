@@ -15,7 +15,7 @@ from prmkit.demo.core.seed import SeedModels, SeedWorld, seed_models, seed_world
 from prmkit.demo.world.error_kinds import kind_report, pick_indices
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins
-from prmkit.evaluation.bon import ProblemPool
+from prmkit.evaluation.bon import ProblemPool, bon_pick_mean
 from prmkit.evaluation.processbench import first_error_index, subset_metrics
 from prmkit.scoring.aggregate import fill_null_steps
 
@@ -82,7 +82,15 @@ def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
                                         ("orm", orm_scores, orm_pools))},
         "step_auroc": step_auroc(step_probs, step_labels),
         "calibration": calibration_bins(step_probs, step_labels),
+        **pick_curves("prm", prm_pools, ns), **pick_curves("orm", orm_pools, ns),
     }
+
+
+def pick_curves(name: str, pools: list[ProblemPool], ns: list[int]) -> dict[str, list]:
+    """Per N, the best-of-N pick's expected proxy score (the reward model's own score of
+    it) and the share of picks the checker finds right (exact, `bon_pick_mean`)."""
+    return {f"{name}_pick_score": bon_pick_mean(pools, ns).tolist(),
+            f"{name}_pick_right": bon_pick_mean(pools, ns, [p.correct for p in pools]).tolist()}
 
 
 def top_picks(problems, checks, scored: list[ProblemPool]) -> dict:

@@ -22,9 +22,11 @@ from prmkit.demo.core.evaluate import run_seed
 from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.world.error_kinds import kinds_table, summarise_kinds
 from prmkit.evaluation import plot_bon_curves, plot_calibration
+from prmkit.evaluation.plots import Curve, Panel, plot_curves
 from prmkit.evaluation.report import write_report
 
 Config = DemoConfig
+PICK_KEYS = ("prm_pick_score", "prm_pick_right", "orm_pick_score", "orm_pick_right")
 
 
 def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
@@ -34,7 +36,7 @@ def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
 
 def summarise(per_seed: list[dict], ns: list[int], seconds: float) -> dict:
     out: dict = {"n": ns, "seeds": len(per_seed), "seconds": seconds}
-    for key in ("prm", "orm", "majority", "pass"):
+    for key in ("prm", "orm", "majority", "pass", *PICK_KEYS):
         arr = np.array([r[key] for r in per_seed])
         out[key] = arr.mean(0).tolist()
         out[f"{key}_std"] = arr.std(0).tolist()
@@ -89,6 +91,7 @@ def verdict(summary: dict) -> str:
     if summary["prm"][-1] < max(summary["prm"]) or summary["orm"][-1] < max(summary["orm"]):
         lines.append("Past its peak a reward model over-optimises: the more samples, the "
                      "likelier a wrong solution it cannot check gets the top score.")
+    lines.extend(over_optimisation(summary))
     lines.extend(_weakest_kinds(summary.get("error_kinds") or {}, n))
     lines.append(
         f"Over whole pools, {100 * summary['prm_top_pick_right_answer']:.0f}% of the PRM's "
@@ -102,6 +105,24 @@ def verdict(summary: dict) -> str:
                  f"{summary['first_error_f1']:.3f} (threshold 0.5) and ranks steps with AUROC "
                  f"{summary['step_auroc']:.3f}.")
     return " ".join(lines)
+
+
+def over_optimisation(summary: dict) -> list[str]:
+    """Per model, Gao et al.'s view: the N at which its pick's proxy score (its own score of
+    the pick) still rises while the checker finds fewer of its picks right."""
+    ns, out = summary["n"], []
+    for name, key in (("PRM", "prm"), ("ORM", "orm")):
+        score, right = summary[f"{key}_pick_score"], summary[f"{key}_pick_right"]
+        falls = [f"N={ns[i]} ({100 * right[i - 1]:.1f}% to {100 * right[i]:.1f}%)"
+                 for i in range(1, len(ns))
+                 if score[i] > score[i - 1] + 1e-9 and right[i] < right[i - 1] - 1e-9]
+        head = (f"The {name}'s own score of its best-of-N pick goes from {score[0]:.3f} at N=1 "
+                f"to {score[-1]:.3f} at N={ns[-1]}, the share of its picks that are right from "
+                f"{100 * right[0]:.1f}% to {100 * right[-1]:.1f}%")
+        out.append(head + (f"; the score still rises while that share falls at "
+                           f"{', '.join(falls)}: over-optimisation of the proxy." if falls else
+                           "; that share never falls while the score rises."))
+    return out
 
 
 def _weakest_kinds(kinds: dict, n: int) -> list[str]:
@@ -142,6 +163,18 @@ def _seed_line(seed: int, r: dict, n: int) -> str:
             f"ORM {r['orm'][-1]:.3f} majority {r['majority'][-1]:.3f} ({r['seconds']:.0f} s)")
 
 
+def plot_picks(summary: dict, path: Path) -> Path:
+    """Per model, its pick's proxy score and the share of its picks that are right, vs N."""
+    panels = []
+    for name, key, proxy in (("PRM", "prm", f"{summary['aggregation']} of step probabilities"),
+                             ("ORM", "orm", "outcome probability")):
+        curves = [Curve(label, summary["n"], summary[k], summary[k + "_std"])
+                  for label, k in ((f"proxy score ({proxy})", f"{key}_pick_score"),
+                                   ("right (checker)", f"{key}_pick_right"))]
+        panels.append(Panel(curves, f"N ({name}'s best-of-N)", ylabel="proxy score x 100, % right"))
+    return plot_curves(panels, path, "Proxy score against the checker's verdict of the pick")
+
+
 def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dict:
     ns = list(cfg.ns)
     summary = summarise(per_seed, ns, seconds)
@@ -157,6 +190,8 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     plots = {
         "Best-of-N: share of test problems solved (mean ± std over seeds)":
             plot_bon_curves(series, out / "bon_curves.png", title="Best-of-N in the demo world"),
+        "The best-of-N pick: the reward model's own score of it (proxy) and the checker's "
+        "verdict (mean over seeds)": plot_picks(summary, out / "pick_scores.png"),
         "PRM step calibration (first seed)":
             plot_calibration(per_seed[0]["calibration"], out / "calibration.png"),
     }
@@ -174,6 +209,11 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
                       f"{summary['first_error_f1']:.3f} ± {summary['first_error_f1_std']:.3f}"],
                      ["wall time of the whole run", f"{summary['seconds']:.0f} s"]],
         },
+    }
+    tables["The best-of-N pick: its proxy score and % right (mean ± std over seeds)"] = {
+        "columns": ["N", "PRM score", "PRM % right", "ORM score", "ORM % right"],
+        "rows": [[n, *(f"{summary[k][i]:.3f} ± {summary[k + '_std'][i]:.3f}" if "score" in k
+                       else pct(k, i) for k in PICK_KEYS)] for i, n in enumerate(ns)],
     }
     tables[f"Per error kind: right steps against first wrong steps (AUROC), and what "
            f"best-of-{ns[-1]} picks (means over seeds)"] = kinds_table(summary["error_kinds"])
