@@ -165,6 +165,30 @@ def test_written_result_probs_are_the_base_check_of_each_written_result(counted_
                 assert (v < 0.01) == has_seven, (step, v)
 
 
+def test_written_step_probs_check_operands_as_well_as_results(counted_pretraining):
+    from prmkit.demo.lm.skill import written_probs
+
+    folder = base_folder(with_overrides(BaseConfig(), TINY), progress=False)
+    _, tokenizer = load_backbone(str(folder))
+    problems, pools = heldout_text(test=6, samples=2)
+    seven = tokenizer("7", add_special_tokens=False)["input_ids"][0]
+    oracle = _Oracle(len(tokenizer), wrong=seven)
+    steps_checked = results_checked = 0
+    for check in ("step", "result"):
+        probs = written_probs(oracle, tokenizer, problems, pools, check=check)
+        for pool, scored in zip(pools, probs):
+            for steps, sol in zip(pool, scored):
+                for k, (step, v) in enumerate(zip(steps, sol)):
+                    computes = "=" in step and k < len(steps) - 1
+                    part = step if check == "step" else step.rsplit("=", 1)[-1]
+                    assert (v < 0.01) == (computes and "7" in part), (check, step, v)
+                    steps_checked += check == "step" and computes and "7" in step.split("=")[0]
+                    results_checked += check == "result" and v < 0.01
+    assert steps_checked > 0 and results_checked > 0  # a 7 among operands is checked too
+    with pytest.raises(ValueError, match="check must be one of"):
+        written_probs(oracle, tokenizer, problems, pools, check="answer")
+
+
 def test_demo_settings_take_overrides_and_refuse_unknown_ones():
     from prmkit.demo.core.config import DemoConfig
 

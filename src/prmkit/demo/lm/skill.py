@@ -50,28 +50,63 @@ def _forward(model, tokenizer, texts: list[str], device):
     return enc, seqs, logits.cpu()
 
 
+def _step_spans(problem_text: str, steps) -> tuple[str, list[tuple[int, int, int]]]:
+    """The text as the reward models read it and, per computation step but the answer line,
+    (start of the step's line, its end, index of the step)."""
+    text = problem_text + "\n" + "\n".join(steps)
+    spans, pos = [], len(problem_text) + 1
+    for k, s in enumerate(steps):
+        if step_facts([s]) and k < len(steps) - 1:
+            spans.append((pos, pos + len(s), k))
+        pos += len(s) + 1
+    return text, spans
+
+
+CHECKS = ("result", "step")
+
+
 @torch.no_grad()
-def written_result_probs(model, tokenizer, problems, pools, batch_size: int = 32,
-                         device: str | torch.device | None = None) -> list:
-    """Per problem, solution and step: the model's probability of the result as written
-    (its digits and the end of the line) after `a op b = `; 1.0 for a step with no
-    computation to check. A base's own check of each step, with no reward training."""
+def written_probs(model, tokenizer, problems, pools, check: str = "step", batch_size: int = 32,
+                  device: str | torch.device | None = None) -> list:
+    """Per problem, solution and step: the model's probability of what the step writes, with
+    no reward training (a base's own check of each step); 1.0 for a step with no
+    computation to check.
+
+    check="result": the result as written (its digits and the end of the line) after
+    `a op b = `: a check of the arithmetic only. check="step": the whole line (operands,
+    operation, result and the end of the line) after the problem and the steps before it: a
+    check of the arithmetic, of each operand (a quantity of the problem or a result written
+    before: miscopies, steps done in the head) and of the operation (misreadings)."""
+    if check not in CHECKS:
+        raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.eval()
     out = [[[1.0] * len(steps) for steps in pool] for pool in pools]
-    items = [(i, j, *_targets(prob.text, list(steps), exact_only=False))
-             for i, (prob, pool) in enumerate(zip(problems, pools))
-             for j, steps in enumerate(pool)]
+    items = []
+    for i, (prob, pool) in enumerate(zip(problems, pools)):
+        for j, steps in enumerate(pool):
+            if check == "step":
+                text, spans = _step_spans(prob.text, list(steps))
+            else:
+                text, spans = _targets(prob.text, list(steps), exact_only=False)
+                spans = [(start, end, k) for start, end, _, k in spans]
+            items.append((i, j, text, spans))
     for k in range(0, len(items), batch_size):
         chunk = items[k: k + batch_size]
         enc, seqs, logits = _forward(model, tokenizer, [t for _, _, t, _ in chunk], device)
         logp = logits.float().log_softmax(-1)
         for r, ((i, j, _, spans), e) in enumerate(zip(chunk, enc)):
             starts = [a for a, _ in e["offset_mapping"]]
-            for start, end, _, step in spans:
+            for start, end, step in spans:
                 toks = [t + 1 for t, a in enumerate(starts) if start <= a <= end]
                 out[i][j][step] = float(sum(logp[r, t - 1, seqs[r][t]] for t in toks).exp())
     return out
+
+
+def written_result_probs(model, tokenizer, problems, pools, batch_size: int = 32,
+                         device: str | torch.device | None = None) -> list:
+    """`written_probs` with check="result"."""
+    return written_probs(model, tokenizer, problems, pools, "result", batch_size, device)
 
 
 @torch.no_grad()
