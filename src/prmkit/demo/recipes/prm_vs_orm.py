@@ -113,15 +113,18 @@ def over_optimisation(summary: dict) -> list[str]:
     ns, out = summary["n"], []
     for name, key in (("PRM", "prm"), ("ORM", "orm")):
         score, right = summary[f"{key}_pick_score"], summary[f"{key}_pick_right"]
-        falls = [f"N={ns[i]} ({100 * right[i - 1]:.1f}% to {100 * right[i]:.1f}%)"
-                 for i in range(1, len(ns))
+        falls = [i for i in range(1, len(ns))
                  if score[i] > score[i - 1] + 1e-9 and right[i] < right[i - 1] - 1e-9]
         head = (f"The {name}'s own score of its best-of-N pick goes from {score[0]:.3f} at N=1 "
                 f"to {score[-1]:.3f} at N={ns[-1]}, the share of its picks that are right from "
                 f"{100 * right[0]:.1f}% to {100 * right[-1]:.1f}%")
-        out.append(head + (f"; the score still rises while that share falls at "
-                           f"{', '.join(falls)}: over-optimisation of the proxy." if falls else
-                           "; that share never falls while the score rises."))
+        if not falls:
+            out.append(head + "; that share never falls while the score rises.")
+            continue
+        first, last = falls[0], falls[-1]
+        out.append(head + f"; the score still rises while that share falls at N in "
+                   f"{[ns[i] for i in falls]} ({100 * right[first - 1]:.1f}% at N={ns[first - 1]}, "
+                   f"{100 * right[last]:.1f}% at N={ns[last]}): over-optimisation of the proxy.")
     return out
 
 
