@@ -14,7 +14,7 @@ class DemoConfig:
     train_problems: int = 2000
     samples_per_train_problem: int = 8
     test_problems: int = 120
-    samples_per_test_problem: int = 64
+    samples_per_test_problem: int = 256  # about 30 distinct solutions each, each scored once
     pretrain_problems: int = 3000  # correct worked solutions for backbone pretraining
     pretrain_steps: int = 130
     hidden_size: int = 128
@@ -44,7 +44,7 @@ class DemoConfig:
     # (prmkit.models.surprise), so it checks a step's result the way the base computes it
     surprise_window: int = 8
     progress: bool = True
-    ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64))
+    ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
 
 def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:

@@ -3,7 +3,7 @@
 For each seed: build train/test problems, train a tokenizer and a small Llama from
 scratch on correct worked solutions (or start from the shared MathMix base), train a PRM
 (labels up to the first error) and an ORM (final-answer labels) through prmkit's trainer on
-the same sampled solutions with the same compute, score 64+ fresh samples per test problem
+the same sampled solutions with the same compute, score 256 fresh samples per test problem
 with prmkit's Scorer, and evaluate best-of-N (exact estimator), majority vote and
 first-error F1 (`prmkit.demo.core`). Results are averaged over seeds and written as
 metrics.json, plots and an HTML report.
