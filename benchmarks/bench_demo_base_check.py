@@ -1,11 +1,16 @@
-"""A MathMix base as its own checker: does it know when a written step result is wrong?
+"""A MathMix base as its own checker: does it know when a written step is wrong?
 
-    python benchmarks/bench_demo_base_check.py --base "mathmix steps=2000" [--seed 0]
+    python benchmarks/bench_demo_base_check.py [--base mathmix] [--seed 0]
 
-Scores every step of the demo's test pools of one seed (120 problems x 64 samples) by the
-base's probability of the result as written (`prmkit.demo.lm.skill.written_result_probs`, no
-reward training), then reports per kind of first error the step AUROC and the share of
-best-of-64 picks (weakest step, `min`), as the demo reports them for its PRM and ORM.
+Scores every step of held-out samples by the base's own probability of what the step writes
+(`prmkit.demo.lm.skill.written_probs`, no reward training), then reports per kind of first
+error the step AUROC (right steps against first wrong steps of that kind) and the share of
+best-of-64 picks (weakest step, `min`), as the demo reports them for its PRM and ORM. Two
+checks: `step` (the whole line: operands, operation and result: the regime indicator, at
+least 0.95 for every kind) and `result` (the result alone: arithmetic only). Two sets: the
+demo's test problems of one seed (in distribution, 120 problems x 64 samples) and its
+out-of-distribution problems (`prmkit.demo.world.ood_problems`, 120 x 64), as the demo
+samples them.
 Writes benchmarks/results/demo_base_check.json.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +28,8 @@ import torch
 from prmkit.demo.core.config import DemoConfig
 from prmkit.demo.core.seed import seed_world
 from prmkit.demo.lm.base import resolve_base
-from prmkit.demo.lm.skill import written_result_probs
-from prmkit.demo.world import check_solution
+from prmkit.demo.lm.skill import CHECKS, written_probs
+from prmkit.demo.world import OOD_RULE, check_solution
 from prmkit.demo.world.error_kinds import kind_report
 from prmkit.models.backbones import load_backbone
 from prmkit.scoring.aggregate import aggregate
@@ -31,10 +37,24 @@ from prmkit.scoring.aggregate import aggregate
 HERE = Path(__file__).resolve().parent
 
 
+def check_report(model, tokenizer, problems, pools, check: str) -> dict:
+    """Per kind step AUROC and best-of-N picks of the base's `check` on these pools."""
+    scores = written_probs(model, tokenizer, problems, pools, check=check)
+    picks, solved = [], 0
+    for prob, pool, sc in zip(problems, pools, scores):
+        answered = [i for i, s in enumerate(pool) if check_solution(prob, s).answer is not None]
+        k = answered[int(np.argmax([aggregate(sc[i], "min") for i in answered]))]
+        picks.append(k)
+        solved += check_solution(prob, pool[k]).final_correct
+    return {"best_of_n_first_max": solved / len(problems),
+            **kind_report(problems, pools, scores, picks)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base", default="mathmix steps=2000")
+    ap.add_argument("--base", default="mathmix")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--samples", type=int, default=64, help="per problem (default: 64)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=str(HERE / "results" / "demo_base_check.json"))
     args = ap.parse_args(argv)
@@ -42,21 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     folder = resolve_base(args.base, progress=False)
     model, tokenizer = load_backbone(str(folder))
-    sw = seed_world(args.seed, DemoConfig())
-    problems, pools = sw.splits.test, sw.test_pools
-    scores = written_result_probs(model, tokenizer, problems, pools)
-    picks, solved = [], 0
-    for prob, pool, sc in zip(problems, pools, scores):
-        answered = [i for i, s in enumerate(pool) if check_solution(prob, s).answer is not None]
-        k = answered[int(np.argmax([aggregate(sc[i], "min") for i in answered]))]
-        picks.append(k)
-        solved += check_solution(prob, pool[k]).final_correct
-    report = kind_report(problems, pools, scores, picks)
-    row = {"base": args.base, "folder": str(folder), "seed": args.seed,
-           "best_of_64_first_max": solved / len(problems), **report,
-           "seconds": time.perf_counter() - t0}
+    cfg = replace(DemoConfig(), samples_per_test_problem=args.samples,
+                  samples_per_ood_problem=args.samples)
+    sw = seed_world(args.seed, cfg)
+    sets = {"in_distribution": (sw.splits.test, sw.test_pools),
+            "out_of_distribution": (sw.ood, sw.ood_pools)}
+    row: dict = {"base": args.base, "folder": str(folder), "seed": args.seed,
+                 "samples": args.samples, "ood_rule": OOD_RULE}
+    for name, (problems, pools) in sets.items():
+        row[name] = {check: check_report(model, tokenizer, problems, pools, check)
+                     for check in CHECKS}
+    row["seconds"] = time.perf_counter() - t0
     Path(args.out).write_text(json.dumps(row, indent=1))
-    print(json.dumps({k: v for k, v in row.items() if k != "pool"}, indent=1))
+    for name in sets:
+        for check in CHECKS:
+            aurocs = row[name][check]["step_auroc"]
+            print(f"{name:20s} {check:6s} " + "  ".join(
+                f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in aurocs.items()))
     return 0
 
 

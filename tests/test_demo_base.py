@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +12,9 @@ from prmkit.models.backbones import load_backbone
 
 TINY = ["steps=3", "hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
         "batch_size=2", "mathmix.problems=40", "mathmix.fact_samples=1",
-        "mathmix.fact_lines=64", "mathmix.exclude_seeds=0", "mathmix.reserve=150"]
+        "mathmix.fact_lines=64", "mathmix.exclude_seeds=0", "mathmix.reserve=150",
+        "reading.steps=0"]
+TWO_STAGES = [*TINY[:-1], "reading.steps=2", "reading.problems=30", "reading.orders=2"]
 
 
 @pytest.fixture
@@ -42,6 +45,43 @@ def test_cached_base_is_reused_and_rebuilt_when_its_settings_change(counted_pret
     assert longer not in (first, changed) and counted_pretraining == [3, 3, 4]
     assert sorted(p.name for p in first.parent.iterdir() if p.is_dir()) == sorted(
         {first.name, changed.name, longer.name})  # no half-written folder left behind
+
+
+def test_a_second_stage_reads_on_from_its_cached_first_stage(counted_pretraining):
+    from prmkit.demo.lm.mathmix import mathmix_problems, worked_documents
+
+    cfg = with_overrides(BaseConfig(), TWO_STAGES)
+    first_stage = with_overrides(BaseConfig(), TINY)
+    assert cfg.first_stage().key() == first_stage.key() != cfg.key()
+    two = base_folder(cfg, progress=False)
+    assert counted_pretraining == [3, 2]  # the first stage, then the reading stage
+    one = base_folder(first_stage, progress=False)
+    assert counted_pretraining == [3, 2] and one != two  # the first stage is cached
+    info = base_info(two)
+    assert info["first_stage"] == first_stage.key() and info["config"]["reading"]["steps"] == 2
+    problems = mathmix_problems(replace(cfg.mathmix, problems=30))
+    assert info["documents"] == len(worked_documents(problems, 2))
+    faster = base_folder(with_overrides(cfg, ["reading.lr=3e-3"]), progress=False)
+    assert faster not in (one, two) and counted_pretraining == [3, 2, 2]  # stage 2 only
+
+
+def test_worked_documents_write_each_valid_order_once_the_written_one_first():
+    from prmkit.demo.lm.mathmix import worked_documents
+    from prmkit.demo.world import check_solution, make_problems
+
+    problems = make_problems(60, seed=3)
+    docs = worked_documents(problems, orders=3)
+    k = 0
+    for prob in problems:
+        n = min(len(prob.plans[0].orders), 3)
+        mine = docs[k: k + n]
+        k += n
+        assert mine[0] == prob.text + "\n" + "\n".join(prob.reference_solution())
+        assert len(set(mine)) == n  # distinct orders
+        for doc in mine:
+            steps = doc.split("\n")[1:]
+            assert check_solution(prob, steps).process_correct
+    assert k == len(docs) and any(len(p.plans[0].orders) > 1 for p in problems)
 
 
 def test_base_overrides_are_typed_and_unknown_fields_are_refused():
@@ -180,8 +220,10 @@ def test_written_step_probs_check_operands_as_well_as_results(counted_pretrainin
             for steps, sol in zip(pool, scored):
                 for k, (step, v) in enumerate(zip(steps, sol)):
                     computes = "=" in step and k < len(steps) - 1
-                    part = step if check == "step" else step.rsplit("=", 1)[-1]
-                    assert (v < 0.01) == (computes and "7" in part), (check, step, v)
+                    if check == "step":  # every line, the answer line too
+                        assert (v < 0.01) == ("7" in step), (check, step, v)
+                    else:
+                        assert (v < 0.01) == (computes and "7" in step.rsplit("=", 1)[-1])
                     steps_checked += check == "step" and computes and "7" in step.split("=")[0]
                     results_checked += check == "result" and v < 0.01
     assert steps_checked > 0 and results_checked > 0  # a 7 among operands is checked too

@@ -49,7 +49,7 @@ def test_every_experiment_honours_set_and_base(name):
     demo = cfg if isinstance(cfg, DemoConfig) else cfg.demo
     assert (demo.reward_steps, demo.base, demo.lora_rank) == (7, base, 4)
     if name == "capacity":  # the base whose pretraining varies: every point's
-        assert cfg.base_spec(3) == "mathmix hidden_size=64 steps=3"
+        assert cfg.base_spec(3) == "mathmix hidden_size=64 reading.steps=0 steps=3"
         with pytest.raises(PrmkitError, match="MathMix base"):
             build_config(name, _args("--experiment", name, "--base", "seed")).check()
 

@@ -6,29 +6,59 @@ so a changed setting builds a new base and an unchanged one is read back. A file
 concurrent callers wait for one build; the folder appears whole (written aside, then
 renamed) with `base.json` (settings, loss curve ends, build time, where it was built).
 
-The base of the default settings ships with prmkit (`SHIPPED_BASE`, about 4 MB): it costs
-8 minutes of one CPU thread to build, more than the demo's budget beside three seeds. It
-was made by `python -m prmkit.demo.lm.base --out FOLDER` (the default settings, 1 thread);
-tests/test_demo_shipped_base.py rebuilds it with that command and checks it.
+A base is built in two stages. The first pretrains a new model on MathMix (worked solutions
+and arithmetic facts): it learns to compute. The second (`ReadingConfig`, skipped with
+`reading.steps=0`) goes on pretraining it on worked solutions alone, of many more problems
+and in every order the world allows: it learns to read a problem, to copy its quantities and
+results written before, and which steps may come next, so that its own probability of a
+written step checks every kind of mistake (`prmkit.demo.lm.skill.written_probs`,
+benchmarks/bench_demo_base_check.py). A first stage is a base of its own, cached under its
+own key (the key it had before the second stage existed).
+
+Both stages of the default settings ship with prmkit (`SHIPPED_BASE` and
+`SHIPPED_FIRST_STAGE`, about 4 MB each): together they cost over half an hour of CPU in fp32,
+more than the demo's budget. They were made by `python -m prmkit.demo.lm.base --out FOLDER`
+(the default settings; the first stage with `--set reading.steps=0` and 1 thread, the
+second from it with 2 threads); tests/test_demo_shipped_base.py rebuilds them with that
+command and checks them.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from prmkit.data.io import atomic_folder, cache_dir
 from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
-from prmkit.demo.lm.mathmix import MathMixConfig, build_mathmix
+from prmkit.demo.lm.mathmix import (
+    MathMixConfig,
+    build_mathmix,
+    mathmix_problems,
+    worked_documents,
+)
 from prmkit.demo.settings import config_key, with_overrides
 
 BASE_FORMAT = 1  # bump when a change of code changes what the same settings build
 SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings' base
+SHIPPED_FIRST_STAGE = Path(__file__).with_name("shipped_first_stage")  # its first stage
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
+
+
+@dataclass(frozen=True)
+class ReadingConfig:
+    """The second stage: `steps` more steps of pretraining (0: none) on the worked solutions
+    (`prmkit.demo.lm.mathmix.worked_documents`) of the first `problems` MathMix problems, each
+    in up to `orders` orders, at peak learning rate `lr`."""
+
+    problems: int = 20000
+    orders: int = 4
+    steps: int = 2400
+    lr: float = 1e-3
+    seed: int = 1
 
 
 @dataclass(frozen=True)
@@ -43,9 +73,16 @@ class BaseConfig:
     block: int = 256
     lr: float = 3e-3
     seed: int = 0
+    reading: ReadingConfig = field(default_factory=ReadingConfig)
 
     def key(self) -> str:
-        return config_key({"format": BASE_FORMAT, **asdict(self)}, length=16)
+        fields = {"format": BASE_FORMAT, **asdict(self)}
+        if not self.reading.steps:
+            del fields["reading"]  # one stage: the key such a base had before the second
+        return config_key(fields, length=16)
+
+    def first_stage(self) -> BaseConfig:
+        return replace(self, reading=replace(self.reading, steps=0))
 
 
 def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
@@ -58,8 +95,9 @@ def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
     folder = root / cfg.key()
     if _built(folder):
         return folder
-    if _built(SHIPPED_BASE) and base_info(SHIPPED_BASE)["key"] == cfg.key():
-        return SHIPPED_BASE
+    for shipped in (SHIPPED_BASE, SHIPPED_FIRST_STAGE):
+        if _built(shipped) and base_info(shipped)["key"] == cfg.key():
+            return shipped
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{cfg.key()}.lock")):
         if not _built(folder):
@@ -77,7 +115,10 @@ def base_info(folder: str | Path) -> dict:
 
 def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
                device: str | torch.device | None = None) -> Path:
-    """Pretrain a base on MathMix and write it to `out` whole (aside, then renamed)."""
+    """Pretrain a base on MathMix (its second stage from its cached first stage) and write it
+    to `out` whole (aside, then renamed)."""
+    if cfg.reading.steps:
+        return _build_reading_stage(cfg, out, progress, device)
     from prmkit.models.precision import use_bf16
 
     t0 = time.perf_counter()
@@ -96,6 +137,33 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
             "device": str(next(model.parameters()).device if device is None else device),
             "threads": torch.get_num_threads(), "bf16": bf16, "facts": len(mm.table),
             "solutions": len(mm.solutions), "fact_lines": cfg.mathmix.fact_lines}
+    with atomic_folder(out) as tmp:
+        save_backbone(model, tokenizer, tmp)
+        (tmp / "base.json").write_text(json.dumps(info, indent=1))
+    return out
+
+
+def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
+                         device: str | torch.device | None) -> Path:
+    from prmkit.models.backbones import load_backbone
+    from prmkit.models.precision import use_bf16
+
+    first = base_folder(cfg.first_stage(), progress=progress, device=device)
+    t0 = time.perf_counter()
+    bf16 = use_bf16("auto", device or "cpu")
+    r = cfg.reading
+    problems = mathmix_problems(replace(cfg.mathmix, problems=r.problems))
+    docs = worked_documents(problems, r.orders)
+    model, tokenizer = load_backbone(str(first))
+    losses = pretrain_lm(model, tokenizer, docs, steps=r.steps, seed=r.seed, block=cfg.block,
+                         batch_size=cfg.batch_size, lr=r.lr, progress=progress, device=device,
+                         bf16=bf16)
+    model.to("cpu")
+    info = {"key": cfg.key(), "config": asdict(cfg), "first_stage": base_info(first)["key"],
+            "seconds": time.perf_counter() - t0,
+            "lm_loss": [losses[0], losses[-1]] if losses else [],
+            "device": str(next(model.parameters()).device if device is None else device),
+            "threads": torch.get_num_threads(), "bf16": bf16, "documents": len(docs)}
     with atomic_folder(out) as tmp:
         save_backbone(model, tokenizer, tmp)
         (tmp / "base.json").write_text(json.dumps(info, indent=1))

@@ -12,6 +12,10 @@ the small-scale experiments' problems after them):
   probability proportional to count ** `fact_alpha` over the distinct facts (0: uniform, so
   rare facts are seen as often as common ones; 1: as often as the world writes them).
 
+`worked_documents` gives the second corpus a base reads (`prmkit.demo.lm.base.ReadingConfig`):
+the right solution of each problem in every order the world allows (up to a limit, the
+written order first), so that a reader learns which steps may come next, not one order.
+
 `fact_format="lsd"` writes the facts with every number's digits least-significant first
 (after a marker, `R:`), the format small transformers learn addition fastest in; worked
 solutions, and so everything a reader sees, stay in the usual order.
@@ -67,6 +71,18 @@ class MathMix:
     @property
     def documents(self) -> list[str]:
         return self.solutions + self.facts
+
+
+def worked_documents(problems, orders: int) -> list[str]:
+    """Per problem, one document per valid order of its steps (at most `orders`, the written
+    order first): the problem line, its right steps in that order, the answer line."""
+    docs = []
+    for prob in problems:
+        plan = prob.plans[0]
+        for order in plan.orders[:orders]:
+            steps = [plan.clean[j] for j in order] + [f"Answer: {prob.answer}"]
+            docs.append(prob.text + "\n" + "\n".join(steps))
+    return docs
 
 
 def excluded_keys(cfg: MathMixConfig) -> set[str]:

@@ -51,13 +51,12 @@ def _forward(model, tokenizer, texts: list[str], device):
 
 
 def _step_spans(problem_text: str, steps) -> tuple[str, list[tuple[int, int, int]]]:
-    """The text as the reward models read it and, per computation step but the answer line,
-    (start of the step's line, its end, index of the step)."""
+    """The text as the reward models read it and, per step (the answer line too), (start of
+    the step's line, its end, index of the step)."""
     text = problem_text + "\n" + "\n".join(steps)
     spans, pos = [], len(problem_text) + 1
     for k, s in enumerate(steps):
-        if step_facts([s]) and k < len(steps) - 1:
-            spans.append((pos, pos + len(s), k))
+        spans.append((pos, pos + len(s), k))
         pos += len(s) + 1
     return text, spans
 
@@ -69,22 +68,26 @@ CHECKS = ("result", "step")
 def written_probs(model, tokenizer, problems, pools, check: str = "step", batch_size: int = 32,
                   device: str | torch.device | None = None) -> list:
     """Per problem, solution and step: the model's probability of what the step writes, with
-    no reward training (a base's own check of each step); 1.0 for a step with no
-    computation to check.
+    no reward training (a base's own check of each step).
 
-    check="result": the result as written (its digits and the end of the line) after
-    `a op b = `: a check of the arithmetic only. check="step": the whole line (operands,
-    operation, result and the end of the line) after the problem and the steps before it: a
-    check of the arithmetic, of each operand (a quantity of the problem or a result written
-    before: miscopies, steps done in the head) and of the operation (misreadings)."""
+    check="step": the whole line (operands, operation, result and the end of the line; the
+    answer line too) after the problem and the steps before it: a check of the arithmetic,
+    of each operand (a quantity of the problem or a result written before: miscopies, steps
+    done in the head), of the operation (misreadings) and of when to answer (a forgotten
+    step). check="result": the result as written (its digits and the end of the line) after
+    `a op b = `, 1.0 for a step with no computation: a check of the arithmetic only."""
     if check not in CHECKS:
         raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.eval()
     out = [[[1.0] * len(steps) for steps in pool] for pool in pools]
-    items = []
+    items, firsts, copies = [], {}, []  # a repeated solution is read once, its scores copied
     for i, (prob, pool) in enumerate(zip(problems, pools)):
         for j, steps in enumerate(pool):
+            first = firsts.setdefault((i, tuple(steps)), j)
+            if first != j:
+                copies.append((i, j, first))
+                continue
             if check == "step":
                 text, spans = _step_spans(prob.text, list(steps))
             else:
@@ -100,6 +103,8 @@ def written_probs(model, tokenizer, problems, pools, check: str = "step", batch_
             for start, end, step in spans:
                 toks = [t + 1 for t, a in enumerate(starts) if start <= a <= end]
                 out[i][j][step] = float(sum(logp[r, t - 1, seqs[r][t]] for t in toks).exp())
+    for i, j, first in copies:
+        out[i][j] = list(out[i][first])
     return out
 
 

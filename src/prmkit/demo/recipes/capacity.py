@@ -2,8 +2,8 @@
 
 Each point is one shared MathMix base (`prmkit.demo.lm.base`), pretrained for a fraction of a
 default budget (0, 1/4, 1/2 and 1 times `BaseConfig().steps` by default; 0 is the untrained
-network). For each base: its regime indicator (the share of held-out step results it
-computes exactly, `prmkit.demo.lm.skill`), then per seed the demo's PRM and ORM trained from it
+network), first stage only (`reading.steps=0`). For each base: its regime indicator (the
+share of held-out step results it computes exactly, `prmkit.demo.lm.skill`), then per seed the demo's PRM and ORM trained from it
 and best-of-N on the seed's test pools (PRM, ORM, majority vote), with the step AUROC per
 error kind. One result per (base, seed) is cached under the work folder, keyed by the base's
 settings and the demo's, so an interrupted run resumes where it stopped; the bases
@@ -38,7 +38,9 @@ class CapacityConfig:
     # 2x is left out by default: a 4,000-step base alone costs about 16 CPU-minutes
     fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
     default_steps: int = BaseConfig().steps
-    base_items: tuple[str, ...] = ()  # further `FIELD=VALUE` base settings, every budget
+    # further `FIELD=VALUE` base settings, every budget: the first stage's budget varies, with
+    # no reading stage (prmkit.demo.lm.base), as the figure was measured
+    base_items: tuple[str, ...] = ("reading.steps=0",)
     skill_samples: int = 8  # held-out samples per test problem the indicator reads
 
     def check(self) -> None:
@@ -74,7 +76,7 @@ def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> CapacityConfig:
     return CapacityConfig(
         demo=replace(quick_config(seeds), base="mathmix"), fractions=(0.0, 1.0),
         default_steps=3, skill_samples=1,
-        base_items=("hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
+        base_items=("reading.steps=0", "hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
                     "batch_size=2", "mathmix.problems=40", "mathmix.fact_samples=1",
                     "mathmix.fact_lines=64", "mathmix.exclude_seeds=0", "mathmix.reserve=150"))
 
