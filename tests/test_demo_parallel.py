@@ -36,7 +36,8 @@ def test_quick_demo_in_two_processes_gives_the_figures_of_one_process(tmp_path, 
 
 
 @pytest.mark.parametrize("threads, workers, seeds, expected", [
-    (1, 0, (0, 1, 2), 2),  # one process per core
+    (1, 0, (0, 1, 2), 3),  # up to twice the cores: every seed at once (1.5 seed-times, not 2)
+    (1, 0, (0, 1, 2, 3, 4), 2),  # more: one process per core
     (2, 0, (0, 1, 2), 1),  # one seed's threads fill the cores: one after another
     (1, 0, (0, 0), 1),  # a repeated seed runs once
     (1, 5, (0, 1, 2), 3),  # no more processes than seeds

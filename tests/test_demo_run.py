@@ -59,6 +59,25 @@ def test_quick_demo_reports_each_error_kind_for_both_reward_models(quick_runs):
     assert "Per error kind" in (out / "report.html").read_text()
 
 
+def test_quick_demo_reports_out_of_distribution_beside_in_distribution(quick_runs):
+    from html import escape
+
+    from prmkit.demo.world import OOD_RULE
+
+    out, summary = quick_runs[0]
+    metrics = json.loads((out / "metrics.json").read_text())
+    ood = metrics["ood"]
+    assert ood["rule"] == OOD_RULE and ood["n"] == [1, 2, 4, 8]  # quick: 8 samples each
+    for key in ("prm", "orm", "majority", "pass"):
+        per_seed = [r["ood"][key] for r in metrics["per_seed"]]
+        assert np.allclose(ood[key], np.mean(per_seed, axis=0)), key
+        assert per_seed[0] != metrics["per_seed"][0][key] or key == "pass"  # other problems
+    assert all(v <= p + 1e-9 for v, p in zip(ood["prm"], ood["pass"]))
+    assert "Out of distribution (" in summary["statement"]
+    html = (out / "report.html").read_text()
+    assert "In and out of distribution" in html and escape(OOD_RULE) in html
+
+
 def test_quick_demo_reports_the_picks_proxy_score_beside_the_checkers_verdict(quick_runs):
     out, summary = quick_runs[0]
     metrics = json.loads((out / "metrics.json").read_text())

@@ -15,6 +15,10 @@ class DemoConfig:
     samples_per_train_problem: int = 8
     test_problems: int = 120
     samples_per_test_problem: int = 256  # about 30 distinct solutions each, each scored once
+    # out of distribution (prmkit.demo.world.ood): problems of a rule no training or
+    # pretraining problem follows, scored and evaluated beside the test set (0: none)
+    ood_problems: int = 120
+    samples_per_ood_problem: int = 64
     pretrain_problems: int = 3000  # correct worked solutions for backbone pretraining
     pretrain_steps: int = 130
     hidden_size: int = 128
@@ -50,7 +54,8 @@ class DemoConfig:
 def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
     """A seconds-long run of the whole pipeline (smoke tests), not a result."""
     return DemoConfig(seeds=seeds, train_problems=40, samples_per_train_problem=4,
-                      test_problems=12, samples_per_test_problem=8, pretrain_problems=100,
+                      test_problems=12, samples_per_test_problem=8, ood_problems=4,
+                      samples_per_ood_problem=8, pretrain_problems=100,
                       pretrain_steps=5, hidden_size=32, layers=1, reward_steps=5,
                       ns=(1, 2, 4, 8), base="seed",
                       workers=1)  # starting processes costs more than seconds-long seeds

@@ -4,6 +4,7 @@ beside the models), and best-of-N, majority vote, pass@N and step metrics of tho
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +21,24 @@ from prmkit.evaluation.processbench import first_error_index, subset_metrics
 from prmkit.scoring.aggregate import fill_null_steps
 
 
-def seed_test_scores(models: SeedModels, sw: SeedWorld, progress: bool) -> dict[str, list]:
-    """The PRM's and the ORM's step probabilities on the seed's test pools, cached in the
-    models' folder (whose key covers the test pools' settings)."""
-    test = sw.splits.test
-    return {kind: cached_scores(models.folder / f"{kind}_test_scores.json",
-                                getattr(models, f"{kind}_dir"), sw.test_pools, test, progress)
+def seed_test_scores(models: SeedModels, sw: SeedWorld, progress: bool,
+                     split: str = "test") -> dict[str, list]:
+    """The PRM's and the ORM's step probabilities on the seed's test pools (split="ood": its
+    out-of-distribution pools), cached in the models' folder (whose key covers the pools'
+    settings)."""
+    problems, pools = (sw.splits.test, sw.test_pools) if split == "test" else (sw.ood,
+                                                                             sw.ood_pools)
+    return {kind: cached_scores(models.folder / f"{kind}_{split}_scores.json",
+                                getattr(models, f"{kind}_dir"), pools, problems, progress)
             for kind in ("prm", "orm")}
+
+
+OOD_KEEP = ("prm", "orm", "majority", "pass", "step_auroc", "error_kinds", "top_picks")
+
+
+def ood_ns(cfg: DemoConfig) -> tuple[int, ...]:
+    """The Ns of out-of-distribution best-of-N: the demo's, up to its samples per problem."""
+    return tuple(n for n in cfg.ns if n <= cfg.samples_per_ood_problem)
 
 
 def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
@@ -37,6 +49,11 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
     scores = seed_test_scores(models, sw, cfg.progress)
     result = evaluate_seed(seed, cfg, sw.splits.test, sw.test_pools, scores["prm"],
                            scores["orm"])
+    if sw.ood:
+        ood = seed_test_scores(models, sw, cfg.progress, split="ood")
+        full = evaluate_seed(seed, replace(cfg, ns=ood_ns(cfg)), sw.ood, sw.ood_pools,
+                             ood["prm"], ood["orm"])
+        result["ood"] = {k: full[k] for k in OOD_KEEP}
     result.update(lm_loss=models.lm_losses, train_examples=models.train_examples,
                   seconds=time.perf_counter() - t0)
     return result

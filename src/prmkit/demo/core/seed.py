@@ -27,19 +27,24 @@ DONE = "models.json"
 
 @dataclass
 class SeedWorld:
-    """One seed's disjoint problem splits and sampled solutions."""
+    """One seed's disjoint problem splits and sampled solutions, and its out-of-distribution
+    problems (`world.ood_problems`) with theirs."""
 
     splits: world.WorldSplits
     train_pools: list
     test_pools: list
+    ood: list
+    ood_pools: list
 
 
 def seed_world(seed: int, cfg: DemoConfig) -> SeedWorld:
     splits = world.make_splits(seed, test=cfg.test_problems, train=cfg.train_problems,
                                pretrain=cfg.pretrain_problems, difficulty=cfg.difficulty)
+    ood = world.ood_problems(cfg.ood_problems, seed=seed)
     return SeedWorld(splits,
                      world.sample_pools(splits.train, cfg.samples_per_train_problem, seed=seed),
-                     world.sample_pools(splits.test, cfg.samples_per_test_problem, seed=seed + 1))
+                     world.sample_pools(splits.test, cfg.samples_per_test_problem, seed=seed + 1),
+                     ood, world.sample_pools(ood, cfg.samples_per_ood_problem, seed=seed + 1))
 
 
 @dataclass

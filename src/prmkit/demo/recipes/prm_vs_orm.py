@@ -19,6 +19,7 @@ import numpy as np
 
 from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import run_seed
+from prmkit.demo.core.ood import ood_sentence, ood_table, summarise_ood
 from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.world.error_kinds import kinds_table, summarise_kinds
 from prmkit.evaluation import plot_bon_curves, plot_calibration
@@ -182,7 +183,10 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     ns = list(cfg.ns)
     summary = summarise(per_seed, ns, seconds)
     summary["aggregation"] = cfg.aggregation
+    summary["ood"] = summarise_ood(per_seed, ns)
     summary["statement"] = verdict(summary)
+    if summary["ood"]:
+        summary["statement"] += " " + ood_sentence(summary, summary["ood"])
     summary["config"] = asdict(cfg)
     summary["per_seed"] = [{k: v for k, v in r.items() if k != "calibration"} for r in per_seed]
 
@@ -220,6 +224,11 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     }
     tables[f"Per error kind: right steps against first wrong steps (AUROC), and what "
            f"best-of-{ns[-1]} picks (means over seeds)"] = kinds_table(summary["error_kinds"])
+    if summary["ood"]:
+        tables["In and out of distribution (% of problems solved, mean ± std over seeds)"] = \
+            ood_table(summary, summary["ood"])
+        tables["Out of distribution, per error kind (means over seeds)"] = \
+            kinds_table(summary["ood"]["error_kinds"])
     write_report(out, summary, plots, title="prmkit demo: process vs outcome supervision",
                  summary=summary["statement"], tables=tables)
     print(f"[demo] {summary['statement']}")
