@@ -18,9 +18,8 @@ own key (the key it had before the second stage existed).
 Both stages of the default settings ship with prmkit (`SHIPPED_BASE` and
 `SHIPPED_FIRST_STAGE`, about 4 MB each): together they cost over half an hour of CPU in fp32,
 more than the demo's budget. They were made by `python -m prmkit.demo.lm.base --out FOLDER`
-(the default settings; the first stage with `--set reading.steps=0` and 1 thread, the
-second from it with 2 threads); tests/test_demo_shipped_base.py rebuilds them with that
-command and checks them.
+(the default settings, 1 thread; the first stage with `--set reading.steps=0`, the second
+from it); tests/test_demo_shipped_base.py rebuilds them with that command and checks them.
 """
 
 from __future__ import annotations
