@@ -23,9 +23,11 @@ from prmkit.models.backbones import load_backbone
 
 # A rebuilt base's indicators may differ from the shipped one's by this much where a CPU's
 # float arithmetic (or thread count) differs from the one that built it: the share of step
-# results computed exactly, and each kind's step AUROC of the base's own check.
+# results computed exactly, and (below the shipped one's) each kind's step AUROC of the
+# base's own check, on 120 held-out problems x 64 samples (skipped steps: about 40 first
+# errors, so an AUROC's own standard error is about 0.02).
 SKILL_TOLERANCE = 0.01
-AUROC_TOLERANCE = 0.02
+AUROC_TOLERANCE = 0.03
 
 
 def _sha256(path) -> str:
@@ -83,12 +85,13 @@ def test_build_command_reproduces_the_shipped_base_from_its_first_stage(tmp_path
     base's own check on held-out samples as the shipped base's."""
     out = _rebuild(tmp_path, "base")
     same = _same_build(out, SHIPPED_BASE)
-    problems, pools = heldout_text(samples=16)
+    problems, pools = heldout_text(samples=64)
     aurocs = {}
     for name, folder in (("rebuilt", out), ("shipped", SHIPPED_BASE)):
         model, tokenizer = load_backbone(str(folder))
         scores = written_probs(model.eval(), tokenizer, problems, pools, check="step")
         aurocs[name] = kind_report(problems, pools, scores, [0] * len(pools))["step_auroc"]
     print(json.dumps({"same_weights": same, **aurocs}))
+    assert min(aurocs["shipped"].values()) >= 0.95  # the regime indicator, every kind
     for kind in KINDS:
-        assert abs(aurocs["rebuilt"][kind] - aurocs["shipped"][kind]) <= AUROC_TOLERANCE, kind
+        assert aurocs["rebuilt"][kind] >= aurocs["shipped"][kind] - AUROC_TOLERANCE, kind
