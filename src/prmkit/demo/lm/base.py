@@ -130,16 +130,9 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
     losses = pretrain_lm(model, tokenizer, mm.documents, steps=cfg.steps, seed=cfg.seed,
                          block=cfg.block, batch_size=cfg.batch_size, lr=cfg.lr,
                          progress=progress, device=device, bf16=bf16)
-    model.to("cpu")
-    info = {"key": cfg.key(), "config": asdict(cfg), "seconds": time.perf_counter() - t0,
-            "lm_loss": [losses[0], losses[-1]] if losses else [],
-            "device": str(next(model.parameters()).device if device is None else device),
-            "threads": torch.get_num_threads(), "bf16": bf16, "facts": len(mm.table),
-            "solutions": len(mm.solutions), "fact_lines": cfg.mathmix.fact_lines}
-    with atomic_folder(out) as tmp:
-        save_backbone(model, tokenizer, tmp)
-        (tmp / "base.json").write_text(json.dumps(info, indent=1))
-    return out
+    return _save_base(out, cfg, model, tokenizer, losses, t0, device, bf16,
+                      facts=len(mm.table), solutions=len(mm.solutions),
+                      fact_lines=cfg.mathmix.fact_lines)
 
 
 def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
@@ -157,12 +150,19 @@ def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
     losses = pretrain_lm(model, tokenizer, docs, steps=r.steps, seed=r.seed, block=cfg.block,
                          batch_size=cfg.batch_size, lr=r.lr, progress=progress, device=device,
                          bf16=bf16)
+    return _save_base(out, cfg, model, tokenizer, losses, t0, device, bf16,
+                      first_stage=base_info(first)["key"], documents=len(docs))
+
+
+def _save_base(out: Path, cfg: BaseConfig, model, tokenizer, losses: list[float], t0: float,
+               device, bf16: bool, **extra) -> Path:
+    """The pretrained model and its base.json (settings, loss ends, build time, where it was
+    built, and `extra`), written to `out` whole."""
     model.to("cpu")
-    info = {"key": cfg.key(), "config": asdict(cfg), "first_stage": base_info(first)["key"],
-            "seconds": time.perf_counter() - t0,
+    info = {"key": cfg.key(), "config": asdict(cfg), "seconds": time.perf_counter() - t0,
             "lm_loss": [losses[0], losses[-1]] if losses else [],
             "device": str(next(model.parameters()).device if device is None else device),
-            "threads": torch.get_num_threads(), "bf16": bf16, "documents": len(docs)}
+            "threads": torch.get_num_threads(), "bf16": bf16, **extra}
     with atomic_folder(out) as tmp:
         save_backbone(model, tokenizer, tmp)
         (tmp / "base.json").write_text(json.dumps(info, indent=1))
