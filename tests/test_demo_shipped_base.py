@@ -39,6 +39,11 @@ def test_default_settings_read_the_shipped_bases_without_pretraining(counted_pre
     assert base_info(SHIPPED_BASE)["key"] == cfg.key()
     assert base_info(SHIPPED_FIRST_STAGE)["key"] == cfg.first_stage().key()
     assert base_info(SHIPPED_BASE)["first_stage"] == cfg.first_stage().key()
+    # what a rebuild writes into base.json: a one-stage base's settings name no reading stage
+    for folder, settings in ((SHIPPED_BASE, cfg.settings()),
+                             (SHIPPED_FIRST_STAGE, cfg.first_stage().settings())):
+        assert base_info(folder)["config"] == json.loads(json.dumps(settings))
+    assert "reading" not in cfg.first_stage().settings()
     assert base_folder(cfg, progress=False) == SHIPPED_BASE
     assert base_folder(cfg.first_stage(), progress=False) == SHIPPED_FIRST_STAGE
     assert counted_pretraining == []

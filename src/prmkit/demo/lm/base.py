@@ -74,11 +74,16 @@ class BaseConfig:
     seed: int = 0
     reading: ReadingConfig = field(default_factory=ReadingConfig)
 
-    def key(self) -> str:
-        fields = {"format": BASE_FORMAT, **asdict(self)}
+    def settings(self) -> dict:
+        """The settings as base.json records them: a one-stage base's without `reading`, as
+        such a base had them before the second stage existed."""
+        fields = asdict(self)
         if not self.reading.steps:
-            del fields["reading"]  # one stage: the key such a base had before the second
-        return config_key(fields, length=16)
+            del fields["reading"]
+        return fields
+
+    def key(self) -> str:
+        return config_key({"format": BASE_FORMAT, **self.settings()}, length=16)
 
     def first_stage(self) -> BaseConfig:
         return replace(self, reading=replace(self.reading, steps=0))
@@ -159,7 +164,7 @@ def _save_base(out: Path, cfg: BaseConfig, model, tokenizer, losses: list[float]
     """The pretrained model and its base.json (settings, loss ends, build time, where it was
     built, and `extra`), written to `out` whole."""
     model.to("cpu")
-    info = {"key": cfg.key(), "config": asdict(cfg), "seconds": time.perf_counter() - t0,
+    info = {"key": cfg.key(), "config": cfg.settings(), "seconds": time.perf_counter() - t0,
             "lm_loss": [losses[0], losses[-1]] if losses else [],
             "device": str(next(model.parameters()).device if device is None else device),
             "threads": torch.get_num_threads(), "bf16": bf16, **extra}
