@@ -45,8 +45,9 @@ class DemoConfig:
     # training erases what the base computes (98.8% of step results -> 0.8%)
     lm_loss_weight: float = 1.0
     # > 0: the head also reads the backbone's probability of the label's last W tokens
-    # (prmkit.models.surprise), so it checks a step's result the way the base computes it
-    surprise_window: int = 8
+    # (prmkit.models.surprise), so it checks a step the way the base reads it; 16 covers the
+    # longest step line, in and out of distribution (tests/test_demo_surprise_window.py)
+    surprise_window: int = 16
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
