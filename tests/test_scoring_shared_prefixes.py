@@ -60,8 +60,10 @@ def shared_batches(scorer, items):
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("config", [{}, {"objective": "orm"}, {"num_classes": 3},
-                                    {"formulation": "head", "head": "mlp", "surprise_window": 3}],
-                         ids=["prm", "orm", "three-class", "surprise"])
+                                    {"formulation": "head", "head": "mlp", "surprise_window": 3},
+                                    {"formulation": "head", "head": "mlp", "surprise_window": 3,
+                                     "surprise_step": True}],
+                         ids=["prm", "orm", "three-class", "surprise", "surprise-step"])
 def test_shared_prompts_score_as_padded_rows(config, attn):
     model = make_model(**config)
     model.backbone.config._attn_implementation = attn

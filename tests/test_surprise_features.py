@@ -95,3 +95,42 @@ def test_surprise_window_needs_the_head_formulation():
 def test_incremental_scorer_refuses_a_surprise_model(model):
     with pytest.raises(PrmkitError, match="score it with Scorer"):
         IncrementalScorer(model, dtype=None)
+
+
+@pytest.fixture(scope="module")
+def step_model():
+    backbone, tok = tiny_random(seed=3, hidden_size=64, layers=2)
+    cfg = RewardModelConfig(formulation="head", head="mlp", surprise_window=8,
+                            surprise_step=True)
+    return StepRewardModel.from_backbone(backbone, tok, cfg).eval()
+
+
+def test_step_features_sum_the_labels_own_step(step_model):
+    """Hand-built: labels at 3 and 6 read separator token 9; the second label's step is
+    tokens 4..6 (token 3 is the separator before it), the first one's 1..3 (the window
+    reaches the sequence's first token, which has no predecessor)."""
+    ids = torch.tensor([[5, 6, 7, 9, 4, 8, 9]])
+    with torch.no_grad():
+        hidden = step_model.hidden_states(ids)
+        logp = step_model.backbone(input_ids=ids).logits.float().log_softmax(-1)[0]
+        got = surprise_features(step_model.backbone.get_output_embeddings(), hidden, ids,
+                                torch.tensor([[0, 3], [0, 6]]), 8, step=True)
+    assert got.shape == (2, 2 * 8 + 3)
+    for k, tokens in enumerate(([1, 2, 3], [4, 5, 6])):
+        lps = torch.tensor([logp[t - 1, ids[0, t]].item() for t in tokens])
+        step = got[k, 16:]
+        assert torch.allclose(step[0], lps.sum().exp(), atol=1e-5)
+        assert torch.allclose(step[1], lps.sum().clamp_min(LOGPROB_FLOOR) / -LOGPROB_FLOOR,
+                              atol=1e-5)
+        assert torch.allclose(step[2], lps.min() / -LOGPROB_FLOOR, atol=1e-5)
+
+
+def test_step_features_are_the_same_tree_packed(step_model):
+    examples = _examples()
+    rows = pack_examples(examples, step_model.encoder, row_tokens=4096)
+    assert _max_diff(step_model, examples, rows) < 1e-4
+
+
+def test_surprise_step_needs_a_window():
+    with pytest.raises(PrmkitError, match="surprise_step reads the surprise window"):
+        RewardModelConfig(formulation="head", surprise_step=True)

@@ -45,6 +45,9 @@ class RewardModelConfig:
     # head formulation: the head also reads the backbone's own probability of each of the
     # label's last W tokens (prmkit.models.surprise); 0: the hidden state only
     surprise_window: int = 0
+    # with surprise_window: also the backbone's probability of the label's whole step (its
+    # tokens within the window back to the previous separator), in one number
+    surprise_step: bool = False
 
     def __post_init__(self):
         if isinstance(self.step_format, dict):
@@ -57,6 +60,8 @@ class RewardModelConfig:
         if self.surprise_window < 0 or (self.surprise_window and self.formulation != "head"):
             raise PrmkitError("surprise_window needs formulation='head' and a value >= 0, got "
                               f"{self.surprise_window} with formulation={self.formulation!r}")
+        if self.surprise_step and not self.surprise_window:
+            raise PrmkitError("surprise_step reads the surprise window: set surprise_window > 0")
         if self.num_classes not in (2, 3):
             raise PrmkitError(f"num_classes must be 2 or 3, got {self.num_classes}")
         if self.formulation == "token" and len(self.label_tokens) != self.num_classes:

@@ -45,7 +45,7 @@ class StepRewardModel(nn.Module):
         object.__setattr__(self, "_peft_model", None)
         hidden = backbone.config.get_text_config().hidden_size
         c = config.num_classes
-        width = hidden + feature_size(config.surprise_window)
+        width = hidden + feature_size(config.surprise_window, config.surprise_step)
         if config.formulation == "token":
             ids = resolve_label_token_ids(tokenizer, config.label_tokens)
             self.register_buffer("label_token_ids", torch.tensor(ids), persistent=False)
@@ -165,7 +165,7 @@ class StepRewardModel(nn.Module):
             return self.classify(at)
         surprise = surprise_features(self.backbone.get_output_embeddings(), hidden, input_ids,
                                      label_positions, self.config.surprise_window,
-                                     attention_mask, position_ids)
+                                     attention_mask, position_ids, self.config.surprise_step)
         return self.classify(at, surprise)
 
     def correct_probability(self, logits: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,14 @@ without first learning, from a few thousand labels, a circuit that compares a wr
 value with the one it expects: small backbones do not learn that circuit (the demo's
 measurements, docs/demo-world.md), large ones can.
 
+With `step` (`surprise_step` in RewardModelConfig) the head also reads three numbers over
+the label's own step, the tokens back to the previous token equal to the label's (the step
+separator's last token; the label's own token, the end of the step, counted): the
+probability of the whole step as the backbone writes it, its log-probability and that of
+its least likely token. That is the base's own check of a whole step (a miscopied operand,
+a skipped step) in one number, where the head would otherwise have to learn to add
+per-token readings whose offsets move with the step's length.
+
 A token's predecessor is the previous token of its own sequence: t - 1 in a padded row,
 the last earlier token of the same path in a prefix tree (`TreeMask` or a [B, L, L]
 mask), nothing at a sequence's first token (log-probability 0, "no surprise").
@@ -24,9 +32,13 @@ from prmkit.models.attention import TreeMask
 LOGPROB_FLOOR = -20.0  # log-probabilities below this are clamped, then scaled to [-1, 0]
 
 
-def feature_size(window: int) -> int:
-    """Features per label: each token's probability and its scaled log-probability."""
-    return 2 * window
+STEP_FEATURES = 3
+
+
+def feature_size(window: int, step: bool = False) -> int:
+    """Features per label: each token's probability and its scaled log-probability, and
+    with `step` the step's probability, log-probability and least likely token."""
+    return 2 * window + (STEP_FEATURES if step else 0)
 
 
 def predecessors(rows: torch.Tensor, t: torch.Tensor, attention_mask, position_ids,
@@ -59,10 +71,11 @@ def predecessors(rows: torch.Tensor, t: torch.Tensor, attention_mask, position_i
 
 def surprise_features(lm_head: torch.nn.Module, hidden: torch.Tensor, input_ids: torch.Tensor,
                       label_positions: torch.Tensor, window: int, attention_mask=None,
-                      position_ids=None) -> torch.Tensor:
-    """[K, 2W] fp32: per label, for its last W tokens (the label's own token first), the
-    backbone's probability of the token and max(log p, -20) / 20; 0 where the sequence
-    has fewer tokens."""
+                      position_ids=None, step: bool = False) -> torch.Tensor:
+    """[K, 2W] fp32 (with `step` [K, 2W + 3]): per label, for its last W tokens (the label's
+    own token first), the backbone's probability of the token and max(log p, -20) / 20; 0
+    where the sequence has fewer tokens. With `step`, over the tokens of those W that are
+    the label's own step: exp(sum of log p), max(sum, -20) / 20, min(log p) / 20."""
     rows, t = label_positions[:, 0], label_positions[:, 1]
     length = input_ids.shape[1]
     tokens, prevs = [], []
@@ -80,7 +93,21 @@ def surprise_features(lm_head: torch.nn.Module, hidden: torch.Tensor, input_ids:
         logp = F.log_softmax(h @ lm_head.weight.float().T + _bias(lm_head), dim=-1)
     lp = logp.gather(-1, input_ids[r, tok.clamp_min(0)].unsqueeze(-1)).squeeze(-1)
     lp = torch.where(valid, lp.clamp_min(LOGPROB_FLOOR), torch.zeros_like(lp))
-    return torch.cat([lp.exp(), lp / -LOGPROB_FLOOR], dim=-1)
+    features = [lp.exp(), lp / -LOGPROB_FLOOR]
+    if step:
+        features.append(_step_sums(lp, input_ids[r, tok.clamp_min(0)], tok >= 0))
+    return torch.cat(features, dim=-1)
+
+
+def _step_sums(lp: torch.Tensor, ids: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """[K, 3] from a window's log-probabilities and token ids [K, W] (label's token first):
+    the tokens before the first earlier token equal to the label's own are its step."""
+    separator = ids[:, 1:] == ids[:, :1]
+    own = torch.cat([real[:, :1], real[:, 1:] & (separator.cumsum(1) == 0)], dim=1)
+    mine = torch.where(own, lp, torch.zeros_like(lp))
+    total = mine.sum(1)
+    return torch.stack([total.exp(), total.clamp_min(LOGPROB_FLOOR) / -LOGPROB_FLOOR,
+                        mine.min(1).values / -LOGPROB_FLOOR], dim=1)
 
 
 def _bias(lm_head: torch.nn.Module):

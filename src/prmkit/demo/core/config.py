@@ -48,6 +48,8 @@ class DemoConfig:
     # (prmkit.models.surprise), so it checks a step the way the base reads it; 16 covers the
     # longest step line, in and out of distribution (tests/test_demo_surprise_window.py)
     surprise_window: int = 16
+    # with surprise_window: the head also reads the base's probability of the whole step
+    surprise_step: bool = False
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 

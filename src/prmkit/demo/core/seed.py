@@ -124,6 +124,7 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
 
     model_cfg = RewardModelConfig(objective=kind, formulation=cfg.formulation, head="mlp",
                                   surprise_window=cfg.surprise_window,
+                                  surprise_step=cfg.surprise_step,
                                   step_format=StepFormat(step_separator="\n",
                                                          prompt_template="{problem}\n",
                                                          max_length=512))
