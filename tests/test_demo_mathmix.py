@@ -87,3 +87,15 @@ def test_mathmix_is_deterministic_and_keyed_by_its_settings():
     assert len(a.facts) == 64 // cfg.facts_per_doc
     other = build_mathmix(MathMixConfig(**{**cfg.__dict__, "fact_alpha": 0.0}))
     assert other.solutions == a.solutions and other.facts != a.facts
+
+
+def test_the_shipped_base_never_read_a_test_problem_of_the_default_settings():
+    """The base's corpora (MathMix, the reading stage) leave out the first `reserve` problems
+    of each excluded seed's stream, which start with its test split; training problems past
+    the reserve may coincide with a corpus problem (13 to 16 of 6,000 per seed, measured),
+    a test problem cannot."""
+    from prmkit.demo.lm.base import BaseConfig
+
+    base, demo = BaseConfig(), DemoConfig()
+    assert demo.test_problems <= base.mathmix.reserve
+    assert set(demo.seeds) <= set(base.mathmix.exclude_seeds)

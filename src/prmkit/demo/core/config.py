@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 class DemoConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     difficulty: str = "easy"  # world levels; harder ones need more compute than the demo has
-    train_problems: int = 2000
+    # 6,000: about 2 epochs of the deduplicated samples in reward_steps (2,000 were about 6)
+    train_problems: int = 6000
     samples_per_train_problem: int = 8
     test_problems: int = 120
     samples_per_test_problem: int = 256  # about 30 distinct solutions each, each scored once
@@ -48,8 +49,10 @@ class DemoConfig:
     # (prmkit.models.surprise), so it checks a step the way the base reads it; 16 covers the
     # longest step line, in and out of distribution (tests/test_demo_surprise_window.py)
     surprise_window: int = 16
-    # with surprise_window: the head also reads the base's probability of the whole step
-    surprise_step: bool = False
+    # with surprise_window: the head also reads the base's probability of the whole step,
+    # the base's own check of it in one number (docs/demo-world.md, "Reward models that keep
+    # the base's check of every kind of step")
+    surprise_step: bool = True
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
