@@ -39,5 +39,9 @@ def test_scores_of_distinct_solutions_fan_out_to_repeats_as_scoring_every_sample
                         lambda self, items, **kw: scored.append(len(items)) or score(self, items, **kw))
     deduped = score_pools(tiny_prm, pools, problems, progress=False)
     assert scored == [len(distinct)]
-    assert [s for pool in deduped for s in pool] == full
+    # score_pools runs each problem's prompt once (shared prefixes): same scores to float error
+    fanned = [s for pool in deduped for s in pool]
+    assert len(fanned) == len(full)
+    for got, want in zip(fanned, full):
+        assert got == pytest.approx(want, abs=1e-6)
     assert [len(s) for s in deduped] == [16] * 3
