@@ -29,6 +29,13 @@ from prmkit.scoring import Scorer
 HERE = Path(__file__).resolve().parent
 
 
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def distinct_items(problems, pools, limit: int) -> list:
     seen: dict = {}
     for prob, pool in zip(problems, pools, strict=True):
@@ -65,7 +72,7 @@ def main() -> None:
                       "speedup": plain_s / shared_s, "max_score_difference": diff}
         print(f"{name}: {len(items)} solutions, plain {plain_s:.1f} s, shared {shared_s:.1f} s "
               f"({plain_s / shared_s:.2f}x), largest score difference {diff:.1g}", flush=True)
-    out = {"model": str(prm), "threads": 1, "dtype": "fp32", "cpu": platform.processor(),
+    out = {"model": str(prm), "threads": 1, "dtype": "fp32", "cpu": cpu_name(),
            "sets": rows}
     (HERE / "results" / "demo_shared_scoring.json").write_text(json.dumps(out, indent=1))
 

@@ -17,8 +17,8 @@ def score_pools(model_dir: Path, pools: list, problems: list,
     (fp32, as every demo figure is scored). Each distinct (problem, solution) is scored
     once and its scores copied to its repeats: a pool of the world's samples repeats itself
     (about 12 distinct solutions in 64). A problem's solutions run its prompt once
-    (share_prefixes): 3.0x faster on out-of-distribution pools, whose word problems are long,
-    1.4x on test pools, same scores to 2e-6 (BENCHMARKS.md, "The demo")."""
+    (share_prefixes): 2.5x faster on out-of-distribution pools, whose word problems are long,
+    1.3x on test pools, same scores to 2e-6 (BENCHMARKS.md, "The demo")."""
     from prmkit.scoring import Scorer
 
     scorer = Scorer.from_pretrained(model_dir, dtype=None, token_budget=16384,
