@@ -57,6 +57,11 @@ def test_cli_quick_run_writes_curves_for_every_reward_and_one_panel_per_metric(q
     assert len({json.dumps(c["greedy_accuracy"]["mean"][0]) for c in result["curves"].values()}) == 1
     assert set(result["best_of_n"]) == {"fine-tuned policy (step 0)", *REWARDS}
     assert result["config"]["bon_n"] == cfg.bon_n
+    # what each reward's GRPO maximised, one value per logged step, per seed
+    assert list(result["train_reward"]) == list(REWARDS)
+    for runs in result["train_reward"].values():
+        assert len(runs) == 1 and len(runs[0]) >= 1
+        assert all(isinstance(v, float) for v in runs[0])
     (axes, *rest) = read_axes(out / "rl" / "rl_world.png")
     panels = [axes, *rest]
     assert [a["title"] for a in panels[: len(SHARES) + len(COUNTS)]] == \

@@ -213,8 +213,13 @@ def write_outputs(out: Path, cfg, per_seed: list[dict], seconds: float) -> dict:
               "high_scoring_wrong": high_scoring_wrong(per_seed, rewards),
               "run_seconds": {n: [s["runs"][n]["seconds"] for s in per_seed] for n in rewards},
               "seconds": seconds,
+              # what GRPO maximised, per logged step, per seed
+              "train_reward": {n: [s["runs"][n]["train_reward"] for s in per_seed]
+                               for n in rewards},
               "per_seed": [{"seed": s["seed"], "start": s["start"],
-                            "curves": {n: s["runs"][n]["curve"] for n in rewards}}
+                            "curves": {n: s["runs"][n]["curve"] for n in rewards},
+                            "train_signals": {n: s["runs"][n].get("train_signals")
+                                              for n in rewards}}
                            for s in per_seed]}
     result["statement"] = statement(result)
     out.mkdir(parents=True, exist_ok=True)
