@@ -14,34 +14,19 @@ any step score. Writes benchmarks/results/demo_shared_scoring.json.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
+from scoring_common import cpu_model, max_diff, write_result
 
 from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.core.scores import distinct_solutions
 from prmkit.demo.core.seed import seed_models, seed_world
 from prmkit.scoring import Scorer
 
 HERE = Path(__file__).resolve().parent
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def distinct_items(problems, pools, limit: int) -> list:
-    seen: dict = {}
-    for prob, pool in zip(problems, pools, strict=True):
-        for sol in pool:
-            seen.setdefault((prob.text, tuple(sol)), None)
-    return list(seen)[:limit]
 
 
 def timed_scores(model_dir: Path, items: list, share: bool) -> tuple[float, list]:
@@ -64,17 +49,17 @@ def main() -> None:
     rows = {}
     for name, problems, pools in (("test", sw.splits.test, sw.test_pools),
                                   ("ood", sw.ood, sw.ood_pools)):
-        items = distinct_items(problems, pools, args.items)
+        items = distinct_solutions(problems, pools)[0][: args.items]
         plain_s, plain = timed_scores(prm, items, share=False)
         shared_s, shared = timed_scores(prm, items, share=True)
-        diff = max(abs(a - b) for x, y in zip(plain, shared) for a, b in zip(x, y))
+        diff = max_diff(plain, shared)
         rows[name] = {"solutions": len(items), "plain_s": plain_s, "shared_s": shared_s,
                       "speedup": plain_s / shared_s, "max_score_difference": diff}
         print(f"{name}: {len(items)} solutions, plain {plain_s:.1f} s, shared {shared_s:.1f} s "
               f"({plain_s / shared_s:.2f}x), largest score difference {diff:.1g}", flush=True)
-    out = {"model": str(prm), "threads": 1, "dtype": "fp32", "cpu": cpu_name(),
-           "sets": rows}
-    (HERE / "results" / "demo_shared_scoring.json").write_text(json.dumps(out, indent=1))
+    write_result(HERE / "results" / "demo_shared_scoring.json",
+                 {"model": str(prm), "threads": 1, "dtype": "fp32", "cpu": cpu_model(),
+                  "sets": rows})
 
 
 if __name__ == "__main__":

@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from scoring_common import load_average
+from scoring_common import cpu_model, load_average
 from trl_parity import TOLERANCE, TRL_VERSION, Settings, install, parity, trl_format
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,13 +90,6 @@ def show(check: dict) -> None:
     verdict = {None: "not compared under bf16", True: f"equal within {TOLERANCE:g}",
                False: f"NOT EQUAL within {TOLERANCE:g}"}[check["equal"]]
     print(f"largest difference {check['max_loss_difference']:.1e}: {verdict}")
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def main() -> int:

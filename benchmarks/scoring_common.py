@@ -26,6 +26,15 @@ def load_average() -> str:
         return "unknown"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform reports."""
+    if Path("/proc/cpuinfo").is_file():
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def machine_facts(started: float, load_at_start: float) -> dict:
     return {
         "torch_threads": torch.get_num_threads(),

@@ -47,7 +47,8 @@ class DemoConfig:
     lm_loss_weight: float = 1.0
     # > 0: the head also reads the backbone's probability of the label's last W tokens
     # (prmkit.models.surprise), so it checks a step the way the base reads it; 16 covers the
-    # longest step line, in and out of distribution (tests/test_demo_surprise_window.py)
+    # longest held-out step (13 tokens) and all but 1 in 8,656 out-of-distribution ones
+    # (tests/test_demo_surprise_window.py)
     surprise_window: int = 16
     # with surprise_window: the head also reads the base's probability of the whole step,
     # the base's own check of it in one number (docs/demo-world.md, "Reward models that keep

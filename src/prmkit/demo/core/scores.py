@@ -17,17 +17,24 @@ def score_pools(model_dir: Path, pools: list, problems: list,
     (fp32, as every demo figure is scored). Each distinct (problem, solution) is scored
     once and its scores copied to its repeats: a pool of the world's samples repeats itself
     (about 12 distinct solutions in 64). A problem's solutions run its prompt once
-    (share_prefixes): 2.5x faster on out-of-distribution pools, whose word problems are long,
-    1.3x on test pools, same scores to 2e-6 (BENCHMARKS.md, "The demo")."""
+    (share_prefixes): 2.5 to 2.7x faster on out-of-distribution pools, whose word problems
+    are long, 1.3 to 1.4x on test pools, same scores to 2e-6 (BENCHMARKS.md, "The demo")."""
     from prmkit.scoring import Scorer
 
     scorer = Scorer.from_pretrained(model_dir, dtype=None, token_budget=16384,
                                     share_prefixes=True)
+    items, slots = distinct_solutions(problems, pools)
+    scores = scorer.score(items, progress=progress)
+    return [[list(scores[k]) for k in row] for row in slots]
+
+
+def distinct_solutions(problems: list, pools: list) -> tuple[list[tuple], list[list[int]]]:
+    """Each distinct (problem text, steps) once, in first-seen order, and per problem and
+    sample the index of its item."""
     distinct: dict[tuple, int] = {}
     slots = [[distinct.setdefault((p.text, tuple(sol)), len(distinct)) for sol in pool]
              for p, pool in zip(problems, pools, strict=True)]
-    scores = scorer.score(list(distinct), progress=progress)
-    return [[list(scores[k]) for k in row] for row in slots]
+    return list(distinct), slots
 
 
 def cached_scores(path: Path, model_dir: Path, pools: list, problems: list,

@@ -21,6 +21,10 @@ from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.lm.base import base_info, resolve_base
 from prmkit.demo.lm.lm_loss import LMKeepingRewardModel
 from prmkit.demo.settings import settings_key
+from prmkit.models.formatting import StepFormat
+
+# How the demo's reward models read a solution: the problem line, then one step per line.
+STEP_FORMAT = StepFormat(step_separator="\n", prompt_template="{problem}\n", max_length=512)
 
 DONE = "models.json"
 
@@ -117,7 +121,6 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
                        seed: int) -> Path:
     """PRM or ORM through prmkit's trainer; both see the same solutions and settings."""
     from prmkit.models.config import RewardModelConfig
-    from prmkit.models.formatting import StepFormat
     from prmkit.models.reward_model import StepRewardModel
     from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig, train
     from prmkit.training.reward_trainer import seed_everything
@@ -125,9 +128,7 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
     model_cfg = RewardModelConfig(objective=kind, formulation=cfg.formulation, head="mlp",
                                   surprise_window=cfg.surprise_window,
                                   surprise_step=cfg.surprise_step,
-                                  step_format=StepFormat(step_separator="\n",
-                                                         prompt_template="{problem}\n",
-                                                         max_length=512))
+                                  step_format=STEP_FORMAT)
     model_cls = LMKeepingRewardModel if cfg.lm_loss_weight > 0 else StepRewardModel
     seed_everything(seed)  # the new head's weights: not whatever came before (a base build)
     model = model_cls.from_backbone(str(backbone_dir), config=model_cfg)

@@ -218,7 +218,7 @@ def write_outputs(out: Path, cfg, per_seed: list[dict], seconds: float) -> dict:
                                for n in rewards},
               "per_seed": [{"seed": s["seed"], "start": s["start"],
                             "curves": {n: s["runs"][n]["curve"] for n in rewards},
-                            "train_signals": {n: s["runs"][n].get("train_signals")
+                            "train_signals": {n: s["runs"][n]["train_signals"]
                                               for n in rewards}}
                            for s in per_seed]}
     result["statement"] = statement(result)
