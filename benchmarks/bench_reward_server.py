@@ -65,6 +65,12 @@ def build_model(folder: Path, hidden_size: int, layers: int) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def model_params(folder: Path) -> int:
+    from prmkit.models.reward_model import StepRewardModel
+
+    return sum(p.numel() for p in StepRewardModel.from_pretrained(folder).parameters())
+
+
 def completion(rng: random.Random) -> str:
     return "\n\n".join(rng.sample(STEPS, rng.randint(3, 6)))
 
@@ -102,11 +108,12 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, model_dir: Path, dtype: str, extra: list[str], threads: int):
+    def __init__(self, model_dir: Path, dtype: str, extra: list[str], threads: int,
+                 device: str = "cpu"):
         self.url = f"http://127.0.0.1:{free_port()}"
         args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
                 "serve", str(model_dir), "--port", self.url.rsplit(":", 1)[1], "--dtype", dtype,
-                "--device", "cpu", "--log-level", "warning", *extra]
+                "--device", device, "--log-level", "warning", *extra]
         env = {**os.environ, "PRMKIT_API_KEY": KEY, "OMP_NUM_THREADS": str(threads)}
         self.proc = subprocess.Popen(args, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -190,7 +197,7 @@ def summary(rounds: list[dict]) -> dict:
 
 
 def model_ceiling(model_dir: Path, dtype: str, threads: int,
-                  requests: list[tuple[str, list[str]]], rounds: int) -> dict:
+                  requests: list[tuple[str, list[str]]], rounds: int, device: str = "cpu") -> dict:
     """The most the batched server can give here: the contract on every completion of
     `requests` at once, prefixes shared, against one call per request without sharing, in
     this process (no HTTP, no queue), `threads` torch threads."""
@@ -199,8 +206,8 @@ def model_ceiling(model_dir: Path, dtype: str, threads: int,
     from prmkit.rewards.serving import Item, ScorerBackend
 
     torch.set_num_threads(threads)
-    shared = ScorerBackend.from_pretrained(model_dir, dtype=dtype, device="cpu")
-    plain = ScorerBackend.from_pretrained(model_dir, dtype=dtype, device="cpu",
+    shared = ScorerBackend.from_pretrained(model_dir, dtype=dtype, device=device)
+    plain = ScorerBackend.from_pretrained(model_dir, dtype=dtype, device=device,
                                           share_prefixes=False)
     per_request = [[Item(p, c) for c in cs] for p, cs in requests]
     items = [it for req in per_request for it in req]
@@ -278,22 +285,26 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads of each server (OMP_NUM_THREADS); the clients and the "
                          "idle server share the rest")
+    ap.add_argument("--model", help="serve this PRM folder instead of a random one")
+    ap.add_argument("--device", default="cpu", help="the servers' device (cpu, cuda)")
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args()
 
     started, load_at_start = time.perf_counter(), os.getloadavg()[0]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        params = build_model(Path(tmp), args.hidden_size, args.layers)
-        servers = {"batched": Server(Path(tmp), args.dtype, [], args.threads),
+        folder = Path(args.model or tmp)
+        params = model_params(folder) if args.model else build_model(
+            folder, args.hidden_size, args.layers)
+        servers = {"batched": Server(folder, args.dtype, [], args.threads, args.device),
                    "one_request_one_forward": Server(
-                       Path(tmp), args.dtype, ["--max-batch-requests", "1", "--max-wait-ms", "0",
-                                               "--no-share-prefixes"], args.threads)}
+                       folder, args.dtype, ["--max-batch-requests", "1", "--max-wait-ms", "0",
+                                            "--no-share-prefixes"], args.threads, args.device)}
         try:
             for name in args.workload:
                 make = WORKLOADS[name]
-                ceiling = model_ceiling(Path(tmp), args.dtype, args.threads,
-                                        make(max(args.clients), seed=7), args.rounds)
+                ceiling = model_ceiling(folder, args.dtype, args.threads,
+                                        make(max(args.clients), seed=7), args.rounds, args.device)
                 print(f"{name}: model alone, {ceiling['requests']} requests: at once "
                       f"{ceiling['together_ms']} ms, one by one {ceiling['one_by_one_ms']} ms "
                       f"({ceiling['ratio']:.2f}x)", flush=True)
@@ -316,9 +327,11 @@ def main() -> int:
                 s.stop()
     result = {
         "command": " ".join(["python benchmarks/bench_reward_server.py", *sys.argv[1:]]),
-        "model": {"kind": "random Llama PRM (prmkit tiny_random)", "hidden_size": args.hidden_size,
-                  "layers": args.layers, "parameters": params, "dtype": args.dtype,
-                  "device": "cpu", "server_torch_threads": args.threads},
+        "model": ({"kind": "trained PRM", "folder": args.model} if args.model else
+                  {"kind": "random Llama PRM (prmkit tiny_random)",
+                   "hidden_size": args.hidden_size, "layers": args.layers})
+        | {"parameters": params, "dtype": args.dtype, "device": args.device,
+           "server_torch_threads": args.threads},
         "batched_settings": {"batch_tokens": 16384, "max_wait_ms": 5.0, "share_prefixes": True},
         "baseline_settings": {"max_batch_requests": 1, "max_wait_ms": 0.0,
                               "share_prefixes": False},
