@@ -68,7 +68,7 @@ class Budget:
         return self.end - time.monotonic()
 
 
-def guarded(report: "Report", name: str, fn, *a):
+def guarded(report: Report, name: str, fn, *a):
     """Run a stage; an error is recorded as the stage's result and the next stage runs."""
     try:
         return fn(*a)
