@@ -85,3 +85,36 @@ def test_ungraded_samples_are_not_taken_as_convincing_wrong_answers():
     chosen = select_convincing(pool, SelectionConfig(per_problem=3, convincing_wrong_share=0.8))
     assert [c.sample_index for c in chosen] == [0, 1, 3]
     assert pool_diversity(pool)["wrong_share"] == 0.25
+
+
+def _five_problems():
+    """Five problems, each with 4 wrong and 4 right distinct answers; problem k's wrong
+    answers score about 0.5 + k/10 (the most convincing in problem e), its right ones 0.9."""
+    return [cand(pid, i, score=0.9 if i >= 4 else 0.5 + k / 10 - i / 100, correct=i >= 4)
+            for k, pid in enumerate("abcde") for i in range(8)]
+
+
+@pytest.mark.parametrize("per_problem, wrong_total", [(1, 4), (2, 8), (4, 16)])
+def test_80_20_holds_over_the_whole_budget_at_1_and_2_per_problem(per_problem, wrong_total):
+    """round(0.8 x 1) = 1 per problem made a 1-per-problem set 100% wrong answers; the share
+    is now of the whole budget: 4 of 5 at 1 per problem, 8 of 10 at 2, 16 of 20 at 4."""
+    chosen = select_convincing(_five_problems(), SelectionConfig(per_problem=per_problem))
+    assert len(chosen) == 5 * per_problem
+    assert sum(c.correct is False for c in chosen) == wrong_total
+    for pid in "abcde":
+        assert sum(c.problem_id == pid for c in chosen) == per_problem
+
+
+def test_the_spare_wrong_slots_go_to_the_most_convincing_wrong_answers():
+    chosen = select_convincing(_five_problems(), SelectionConfig(per_problem=1))
+    right = [c.problem_id for c in chosen if c.correct]
+    assert right == ["a"]  # problem a's best wrong answer is the least convincing
+    assert all(c.sample_index == 0 for c in chosen if not c.correct)
+
+
+def test_a_problem_short_of_wrong_answers_fills_its_budget_from_its_other_samples():
+    pool = [cand("a", 0, 0.9, True), cand("a", 1, 0.8, True)] + [
+        cand(pid, i, 0.5 + i / 10, i >= 2) for pid in "bc" for i in range(3)]
+    chosen = select_convincing(pool, SelectionConfig(per_problem=2, convincing_wrong_share=0.5))
+    by = {pid: [c.correct for c in chosen if c.problem_id == pid] for pid in "abc"}
+    assert by == {"a": [True, True], "b": [False, True], "c": [False, True]}

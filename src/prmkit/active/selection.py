@@ -74,7 +74,29 @@ def _distinct(pool: Sequence[Candidate]) -> list[Candidate]:
 def _take(distinct: list[Candidate], n: int, share: float) -> list[Candidate]:
     """`round(n * share)` best wrong answers (graded wrong: an ungraded one is not), then
     the best of the rest up to `n`."""
-    n_wrong = math.floor(n * share + 0.5)
+    return _take_quota(distinct, n, math.floor(n * share + 0.5))
+
+
+def _wrong_quotas(by_problem: dict[str, list[Candidate]], per_problem: int,
+                  share: float) -> dict[str, int]:
+    """Wrong answers to take from each problem. Each problem's share is share x per_problem
+    (or all its wrong answers, if fewer: the rest of its budget is filled from its other
+    samples); the fractions add up over the problems. Every problem takes the whole part
+    of its share, and the slots the fractions add up to go one at a time to the problems
+    whose next wrong answer is the most convincing (highest score): at 1 per problem and
+    share 0.8, 80% of the budget is wrong answers (rounding per problem made it 100%)."""
+    wrong = {pid: [c for c in cands if c.correct is False] for pid, cands in by_problem.items()}
+    exact = {pid: min(per_problem * share, len(w)) for pid, w in wrong.items()}
+    quota = {pid: math.floor(v) for pid, v in exact.items()}
+    target = math.floor(sum(exact.values()) + 0.5)
+    spare = sorted(((w[quota[pid]], pid) for pid, w in wrong.items()
+                    if quota[pid] < min(per_problem, len(w))), key=lambda t: _rank(t[0]))
+    for _, pid in spare[:max(0, target - sum(quota.values()))]:
+        quota[pid] += 1
+    return quota
+
+
+def _take_quota(distinct: list[Candidate], n: int, n_wrong: int) -> list[Candidate]:
     wrong = [c for c in distinct if c.correct is False][:n_wrong]
     chosen = {(c.problem_id, c.sample_index) for c in wrong}
     rest = [c for c in distinct if (c.problem_id, c.sample_index) not in chosen]
@@ -84,11 +106,12 @@ def _take(distinct: list[Candidate], n: int, share: float) -> list[Candidate]:
 def select_convincing(pool: Sequence[Candidate], config: SelectionConfig) -> list[Candidate]:
     """The candidates to label, deterministic for a given pool (ties by problem, index).
 
-    Per problem (or over the pool, scope "global"): `convincing_wrong_share` of the budget
-    from the highest-scored answers graded wrong, the rest from the highest-scored of the
-    others (ungraded ones included);
-    with too few wrong answers the rest fills the budget. Output: problems in sorted order,
-    each problem's wrong picks then its other picks, each by decreasing score.
+    `convincing_wrong_share` of the whole budget from the highest-scored answers graded
+    wrong, the rest from the highest-scored of the others (ungraded ones included); per
+    problem (scope "per_problem": `per_problem` each, the wrong share spread as
+    `_wrong_quotas` says) or over the pool (scope "global"). With too few wrong answers
+    the rest fills the budget. Output: problems in sorted order, each problem's wrong
+    picks then its other picks, each by decreasing score.
     """
     distinct = _distinct(pool)
     if config.scope == "global":
@@ -96,9 +119,10 @@ def select_convincing(pool: Sequence[Candidate], config: SelectionConfig) -> lis
     by_problem: dict[str, list[Candidate]] = defaultdict(list)
     for c in distinct:
         by_problem[c.problem_id].append(c)
+    quota = _wrong_quotas(by_problem, config.per_problem, config.convincing_wrong_share)
     out: list[Candidate] = []
     for pid in sorted(by_problem):
-        out += _take(by_problem[pid], config.per_problem, config.convincing_wrong_share)
+        out += _take_quota(by_problem[pid], config.per_problem, quota[pid])
     return out
 
 

@@ -14,11 +14,15 @@ Picks = list[list[int]]  # per problem, indices into its pool
 
 
 def uniform_picks(setup: SeedSetup, size: int) -> Picks:
-    """The first `size` samples of each pool (the pools are i.i.d.), duplicates dropped."""
+    """The first `size` distinct samples of each pool (the pools are i.i.d.): as many
+    labelled samples per problem as active selection's `size` distinct picks, where the
+    pool holds them."""
     out = []
     for pool in setup.pools:
         seen, keep = set(), []
-        for i, steps in enumerate(pool[:size]):
+        for i, steps in enumerate(pool):
+            if len(keep) == size:
+                break
             if dedupe_key(steps) not in seen:
                 seen.add(dedupe_key(steps))
                 keep.append(i)

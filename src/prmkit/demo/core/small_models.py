@@ -15,6 +15,7 @@ from prmkit.demo.core.scores import cached_scores, checked_pools, world_clustere
 from prmkit.demo.core.seed import train_reward_model
 from prmkit.demo.core.small_scale import OBJECTIVE, SeedSetup
 from prmkit.evaluation import bon_curves
+from prmkit.evaluation.bon import bon_exact
 
 
 def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepExample]) -> Path:
@@ -31,15 +32,18 @@ def _test_pools(setup: SeedSetup, scores: list | None, aggregation: str):
     return checked_pools(setup.test, setup.test_pools, scores, aggregation, world_clusterer())
 
 
-def best_of_n(setup: SeedSetup, name: str, kind: str, model_dir: Path) -> list[float]:
-    """Best-of-N accuracy on the test problems at each N of cfg.ns (exact estimator); the
-    PRM ranks by the demo's aggregation of step scores, an ORM by its last step's score."""
+def best_of_n(setup: SeedSetup, name: str, kind: str,
+              model_dir: Path) -> tuple[list[float], list[float]]:
+    """Best-of-N accuracy on the test problems at each N of cfg.ns (exact estimator), and
+    each problem's at the largest N; the PRM ranks by the demo's aggregation of step
+    scores, an ORM by its last step's score."""
     scores = cached_scores(setup.folder / name / "test_scores.json", model_dir, setup.test_pools,
                            setup.test, setup.cfg.progress)
     agg = setup.cfg.demo.aggregation if OBJECTIVE[kind] == "prm" else "last"
-    curves = bon_curves(_test_pools(setup, scores, agg), setup.cfg.ns, estimator="exact",
-                        votes=(), seed=setup.seed)
-    return curves.accuracy["best"]
+    pools = _test_pools(setup, scores, agg)
+    curves = bon_curves(pools, setup.cfg.ns, estimator="exact", votes=(), seed=setup.seed)
+    per_problem = [float(bon_exact([pool], [setup.cfg.ns[-1]])[0]) for pool in pools]
+    return curves.accuracy["best"], per_problem
 
 
 def references(setup: SeedSetup) -> dict[str, list[float]]:
@@ -55,5 +59,6 @@ def small_model(setup: SeedSetup, name: str, kind: str, picks: Picks) -> dict:
     model_dir = train_small(setup, name, kind, examples)
     positive = [ex.outcome if ex.outcome is not None else float(min(
         v for v in ex.labels if v is not None) == 1.0) for ex in examples]
-    return {"curve": best_of_n(setup, name, kind, model_dir), "examples": len(examples),
+    curve, per_problem = best_of_n(setup, name, kind, model_dir)
+    return {"curve": curve, "per_problem": per_problem, "examples": len(examples),
             "positive_share": float(np.mean(positive)) if positive else 0.0}

@@ -57,8 +57,15 @@ class SmallScaleConfig:
         return [*ns, self.test_samples]
 
     def key(self) -> str:
-        """The small-scale settings' key (the demo's are its models folder's)."""
-        return settings_key(self, leave_out=("demo",))
+        """The small-scale settings' key (the demo's are its models folder's), with the
+        version of the rules that choose what is labelled (`PICK_RULES`)."""
+        return f"{PICK_RULES}-{settings_key(self, leave_out=('demo',))}"
+
+
+# Raised when the samples a small model is trained on change for the same settings, so
+# that a cache of models trained on the old picks is not read back: 2 = uniform picks of
+# `size` distinct samples, and the 80/20 share over the whole budget.
+PICK_RULES = "picks2"
 
 
 def quick_small_scale(seeds: tuple[int, ...] = (0,)) -> SmallScaleConfig:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prmkit.active.efficiency import bootstrap_efficiency, efficiency, fit_log_line
 from prmkit.active.selection import (
     Candidate,
     SelectionConfig,
@@ -97,45 +98,6 @@ def run_seed(setup: SeedSetup) -> dict:
     return out
 
 
-def fit_line(sizes, accuracy) -> tuple[float, float]:
-    """(slope, intercept) of accuracy against log2(samples per problem)."""
-    slope, intercept = np.polyfit(np.log2(np.asarray(sizes, dtype=float)), accuracy, 1)
-    return float(slope), float(intercept)
-
-
-# The ratio of slopes measures data efficiency only where both lines rise and uniform
-# sampling's rises clearly: at least half a point of accuracy per doubling of the data
-# (less is within the noise of best-of-N on the demo's 120 test problems).
-MIN_UNIFORM_SLOPE = 0.005
-
-
-def ratio_undefined(slope_uniform: float, slope_active: float) -> str | None:
-    """Why slope(active) / slope(uniform) measures nothing here, or None where it does."""
-    if slope_uniform < MIN_UNIFORM_SLOPE:
-        state = "falls" if slope_uniform <= -MIN_UNIFORM_SLOPE else "is flat"
-        return f"the uniform line {state} ({100 * slope_uniform:+.2f} points per doubling)"
-    if slope_active <= 0:
-        return f"the active line does not rise ({100 * slope_active:+.2f} points per doubling)"
-    return None
-
-
-def efficiency(sizes, uniform, active) -> dict:
-    """The paper's measure, slope(active) / slope(uniform) (None, with `ratio_note` saying
-    why, where it is undefined: see `ratio_undefined`), and the uniform data needed to
-    reach active learning's fitted accuracy at the largest size, as a multiple of it."""
-    (su, iu), (sa, ia) = fit_line(sizes, uniform), fit_line(sizes, active)
-    top = np.log2(max(sizes))
-    target = sa * top + ia
-    if su < MIN_UNIFORM_SLOPE:  # uniform sampling does not improve: no amount of it catches up
-        multiple = float("nan")
-    else:
-        exponent = (target - iu) / su - top
-        multiple = float(2 ** exponent) if exponent < 64 else float("inf")
-    note = ratio_undefined(su, sa)
-    return {"slope_uniform": su, "slope_active": sa, "ratio": None if note else sa / su,
-            "ratio_note": note, "data_multiple_at_largest": multiple}
-
-
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
@@ -160,7 +122,7 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
                 [[m[s]["composition"]["wrong_answer"] for s in sizes] for m in runs])[0],
             "wrong_process_share": mean_std(
                 [[m[s]["composition"]["wrong_process"] for s in sizes] for m in runs])[0],
-            "fit": dict(zip(("slope", "intercept"), fit_line(sizes, acc))),
+            "fit": dict(zip(("slope", "intercept"), fit_log_line(sizes, acc))),
         }
     u, a = out["methods"]["uniform"], out["methods"]["active"]
     eff = efficiency(sizes, u["accuracy"], a["accuracy"])
@@ -169,6 +131,14 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
     out["data_multiple_at_largest"] = round(eff["data_multiple_at_largest"], 4)
     per = [efficiency(sizes, uu, aa) for uu, aa in zip(u["per_seed"], a["per_seed"])]
     out["efficiency_ratio_per_seed"] = [_round(e["ratio"]) for e in per]
+    boot = bootstrap_efficiency(sizes, *(
+        np.array([[r["models"][m][s]["per_problem"] for s in sizes] for r in per_seed])
+        for m in ("uniform", "active")), seed=0)
+    out["efficiency_ratio_interval"] = boot["interval"]
+    out["efficiency_ratio_interval_note"] = (
+        f"{100 * boot['level']:.0f}% percentile interval over {boot['replicates']} bootstrap "
+        f"replicates ({boot['resampled']}); the ratio was defined in "
+        f"{100 * boot['defined_share']:.0f}% of them")
     out["slopes_per_seed"] = [{"uniform": round(e["slope_uniform"], 4),
                                "active": round(e["slope_active"], 4)} for e in per]
     for ref in ("majority", "pass"):
