@@ -6,7 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from prmkit.active.efficiency import bootstrap_efficiency, efficiency, fit_log_line
+from prmkit.active.efficiency import (
+    bootstrap_efficiency,
+    bootstrap_slope,
+    efficiency,
+    fit_log_line,
+)
 from prmkit.errors import PrmkitError
 
 SIZES = [1, 2, 4, 8, 16]
@@ -66,3 +71,11 @@ def test_shapes_and_sizes_are_checked():
         bootstrap_efficiency(SIZES, np.zeros((2, 4, 10)), np.zeros((2, 4, 10)))
     with pytest.raises(PrmkitError, match="at least 2 sizes"):
         fit_log_line([1], [0.5])
+
+
+def test_the_slope_interval_tells_a_rising_line_from_a_flat_one():
+    rising = bootstrap_slope(SIZES, _per_problem([0.3 + 0.02 * math.log2(s) for s in SIZES],
+                                                 seed=5), replicates=300)
+    assert rising["slope"] == pytest.approx(0.02, abs=0.005) and rising["interval"][0] > 0
+    flat = bootstrap_slope(SIZES, _per_problem([0.4] * len(SIZES), seed=6), replicates=300)
+    assert flat["interval"][0] < 0 < flat["interval"][1]

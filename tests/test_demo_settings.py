@@ -88,6 +88,8 @@ CHOICES = {"fact_format": "lsd", "base_items": ("layers=2",), "base": "mathmix h
 def _changed(value, name: str):
     if name in CHOICES:
         return CHOICES[name]
+    if value is None:  # an optional setting, unset: set it
+        return 7
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):

@@ -86,3 +86,23 @@ def bootstrap_efficiency(sizes: Sequence[float], uniform: np.ndarray, active: np
     return point | {"interval": interval, "level": level, "replicates": replicates,
                     "defined_share": len(ratios) / replicates,
                     "resampled": "seeds and problems, with replacement, paired across arms"}
+
+
+def bootstrap_slope(sizes: Sequence[float], accuracy: np.ndarray, replicates: int = 2000,
+                    level: float = 0.95, seed: int = 0) -> dict:
+    """The slope of accuracy against log2(size) of the mean curve, with a percentile
+    interval from resampling seeds and problems; `accuracy`: [seeds, sizes, problems].
+    Whether labelled data helps at all (the regime a ratio of slopes needs): an interval
+    above zero."""
+    acc = np.asarray(accuracy, dtype=float)
+    if acc.ndim != 3 or acc.shape[1] != len(sizes):
+        raise PrmkitError(f"accuracy {acc.shape} must be [seeds, sizes={len(sizes)}, problems]")
+    rng = np.random.default_rng(seed)
+    seeds, problems = acc.shape[0], acc.shape[2]
+    slopes = [fit_log_line(sizes, acc[rng.integers(0, seeds, seeds)][
+        :, :, rng.integers(0, problems, problems)].mean(axis=(0, 2)))[0]
+              for _ in range(replicates)]
+    tail = 100 * (1 - level) / 2
+    return {"slope": fit_log_line(sizes, acc.mean(axis=(0, 2)))[0],
+            "interval": [float(v) for v in np.percentile(slopes, [tail, 100 - tail])],
+            "level": level, "replicates": replicates}

@@ -118,8 +118,9 @@ def train_seed_models(seed: int, cfg: DemoConfig, sw: SeedWorld, folder: Path) -
 
 
 def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: DemoConfig,
-                       seed: int) -> Path:
-    """PRM or ORM through prmkit's trainer; both see the same solutions and settings."""
+                       seed: int, epochs: float | None = None) -> Path:
+    """PRM or ORM through prmkit's trainer; both see the same solutions and settings:
+    cfg.reward_steps optimizer steps, or `epochs` passes over the examples where given."""
     from prmkit.models.config import RewardModelConfig
     from prmkit.models.reward_model import StepRewardModel
     from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig, train
@@ -141,7 +142,8 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
         lora=LoraSection(enabled=cfg.lora_rank > 0, r=max(cfg.lora_rank, 1),
                          alpha=2 * max(cfg.lora_rank, 1)),
         lr=cfg.lr,
-        max_steps=cfg.reward_steps,
+        max_steps=None if epochs else cfg.reward_steps,
+        epochs=epochs or 1.0,
         batch_tokens=cfg.batch_tokens,
         output_dir=str(out),
         seed=seed,

@@ -22,9 +22,10 @@ def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepE
     out = setup.folder / name
     if (out / "model").exists():
         return out / "model"
-    cfg = replace(setup.cfg.demo, reward_steps=setup.cfg.small_steps, progress=setup.cfg.progress)
+    steps = setup.cfg.small_steps
+    cfg = replace(setup.cfg.demo, reward_steps=steps or 0, progress=setup.cfg.progress)
     return train_reward_model(OBJECTIVE[kind], setup.large.backbone_dir, list(examples), out,
-                              cfg, setup.seed)
+                              cfg, setup.seed, epochs=None if steps else setup.cfg.small_epochs)
 
 
 def _test_pools(setup: SeedSetup, scores: list | None, aggregation: str):

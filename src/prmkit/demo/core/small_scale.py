@@ -37,7 +37,11 @@ class SmallScaleConfig:
     problems: int = 150  # problems for the small models, disjoint from the demo's splits
     pool_size: int = 64  # sampled solutions per such problem (the selector's pool)
     sizes: tuple[int, ...] = (1, 2, 4, 8)  # samples per problem labelled for a small model
-    small_steps: int = 30  # optimizer steps of every small model, whatever its data size
+    # Training length of every small model: `small_epochs` passes over its examples (the
+    # data sets it: a fixed step count let more data add nothing), or, when set,
+    # `small_steps` optimizer steps whatever the data size.
+    small_epochs: float = 4.0
+    small_steps: int | None = None
     test_samples: int = 16  # best-of-N up to this N, on the demo's test problems
     threshold: float = 0.2  # PRM_large labels a step wrong when P(wrong) > threshold
     convincing_wrong_share: float = 0.8

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prmkit.active.efficiency import bootstrap_slope
 from prmkit.demo.core.labels import label_agreement, uniform_picks
 from prmkit.demo.core.report import mean_std, pct, plot_series, publish
 from prmkit.demo.core.small_models import references, small_model
@@ -73,7 +74,15 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
             "examples": mean_std([[m[s]["examples"] for s in sizes] for m in runs])[0],
             "positive_share": mean_std([[m[s]["positive_share"] for s in sizes] for m in runs])[0],
             "vs_n": {"n": ns, "accuracy": vs_n, "accuracy_std": vs_n_std},
+            "slope_per_doubling": bootstrap_slope(
+                sizes, np.array([[m[s]["per_problem"] for s in sizes] for m in runs])),
         }
+    # The regime a comparison of labels needs: exact labels help as data grows.
+    control = out["kinds"]["checker"]["slope_per_doubling"]
+    out["regime"] = {"checker_control_rises": control["interval"][0] > 0,
+                     "rule": "the checker-labelled control's slope of best-of-N accuracy per "
+                             "doubling of the labelled data has a 95% bootstrap interval "
+                             "(seeds and problems) above zero"}
     for ref in ("majority", "pass"):
         m, s = mean_std([r["references"][ref] for r in per_seed])
         out[ref] = {"n": ns, "accuracy": m, "accuracy_std": s}
@@ -103,6 +112,14 @@ def verdict(summary: dict) -> str:
                  f"{pct(ctrl['accuracy'][-1], ctrl['accuracy_std'][-1])} at {sizes[-1]} samples "
                  f"per problem, majority vote {pct(summary['majority']['accuracy'][-1], summary['majority']['accuracy_std'][-1])}, "
                  f"a random sample (N = 1) {pct(kinds['process']['vs_n']['accuracy'][0], kinds['process']['vs_n']['accuracy_std'][0])}.")
+    slope = ctrl["slope_per_doubling"]
+    low, high = (100 * v for v in slope["interval"])
+    lines.append(f"Regime check: the control's accuracy rises {100 * slope['slope']:+.2f} points "
+                 f"per doubling of the labelled data (95% interval {low:+.2f} to {high:+.2f}): "
+                 + ("more labels help, so the kinds of labels can be compared." if
+                    summary["regime"]["checker_control_rises"] else
+                    "not clearly above zero, so more labels do not help here and the kinds "
+                    "of labels cannot be told apart by it."))
     ag = summary["label_agreement"]
     lines.append(f"Labels against the checker on the small models' pools: PRM_large finds the "
                  f"first wrong step exactly in {100 * ag['process_first_error_exact']:.1f}% of "
