@@ -22,8 +22,9 @@ def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepE
     out = setup.folder / name
     if (out / "model").exists():
         return out / "model"
-    steps = setup.cfg.small_steps
-    cfg = replace(setup.cfg.demo, reward_steps=steps or 0, progress=setup.cfg.progress)
+    steps = setup.cfg.small_steps  # None: small_epochs passes over the examples
+    cfg = replace(setup.cfg.demo, reward_steps=steps or setup.cfg.demo.reward_steps,
+                  progress=setup.cfg.progress)
     return train_reward_model(OBJECTIVE[kind], setup.large.backbone_dir, list(examples), out,
                               cfg, setup.seed, epochs=None if steps else setup.cfg.small_epochs)
 
