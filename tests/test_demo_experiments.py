@@ -183,3 +183,15 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     for method in ("uniform", "active"):
         assert again["methods"][method]["accuracy"] == act["methods"][method]["accuracy"]
         assert again["methods"][method]["examples"] == act["methods"][method]["examples"]
+
+
+def test_small_models_train_for_epochs_of_their_data(tmp_path):
+    """A fixed step count let more labelled data add nothing: the data sets the length."""
+    from prmkit.demo.core.small_models import train_small
+
+    cfg = replace(quick_small_scale((0,)), small_steps=None, small_epochs=2.0)
+    setup = prepare_seed(0, cfg, tmp_path)
+    model_dir = train_small(setup, "epochs", "checker",
+                            examples_for(setup, "checker", uniform_picks(setup, 2)))
+    stats = json.loads((model_dir.parent / "data_stats.json").read_text())
+    assert stats["total_steps"] == 2 * stats["steps_per_epoch"] > 0
