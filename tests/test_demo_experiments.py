@@ -17,7 +17,12 @@ from prmkit.active.selection import Candidate, dedupe_key
 from prmkit.demo import world
 from prmkit.demo.core.labels import examples_for, uniform_picks
 from prmkit.demo.core.seed import models_folder
-from prmkit.demo.core.small_scale import SeedSetup, prepare_seed, quick_small_scale
+from prmkit.demo.core.small_scale import (
+    SeedSetup,
+    SmallScaleConfig,
+    prepare_seed,
+    quick_small_scale,
+)
 from prmkit.demo.recipes.active import active_picks, figure_title
 from prmkit.demo.recipes.active import run as run_active
 
@@ -195,3 +200,16 @@ def test_small_models_train_for_epochs_of_their_data(tmp_path):
                             examples_for(setup, "checker", uniform_picks(setup, 2)))
     stats = json.loads((model_dir.parent / "data_stats.json").read_text())
     assert stats["total_steps"] == 2 * stats["steps_per_epoch"] > 0
+
+
+def test_small_scale_pools_hold_4x_the_largest_size_in_distinct_solutions():
+    """At 64 samples a pool held 12 distinct solutions: selecting 8 took most of it."""
+    cfg = SmallScaleConfig()
+    demo = cfg.demo
+    stream = world.make_splits(0, test=demo.test_problems, train=demo.train_problems,
+                               pretrain=demo.pretrain_problems + cfg.problems,
+                               difficulty=demo.difficulty)
+    problems = stream.pretrain[demo.pretrain_problems:]
+    pools = world.sample_pools(problems, cfg.pool_size, seed=2)
+    distinct = [len({dedupe_key(s) for s in pool}) for pool in pools]
+    assert np.mean([d >= 4 * max(cfg.sizes) for d in distinct]) >= 0.95
