@@ -101,7 +101,7 @@ class Report:
 def model_shape(folder: Path) -> dict:
     cfg = json.loads((folder / "config.json").read_text())
     cfg = cfg.get("backbone_config", cfg)
-    return {k: cfg[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
+    return {k: cfg[k] for k in ("hidden_size", "num_hidden_layers")}
 
 
 def flops_per_token(non_embedding: int, layers: int, width: int, row: int, train: bool) -> float:

@@ -56,6 +56,33 @@ def efficiency(sizes: Sequence[float], uniform: Sequence[float],
             "ratio_note": note, "data_multiple_at_largest": multiple}
 
 
+def _resampled_curves(arrays: Sequence[np.ndarray], replicates: int, seed: int):
+    """Per replicate, each array's mean curve over a draw (with replacement) of seeds and
+    problems, the same draw for every array: arrays are [seeds, sizes, problems]."""
+    rng = np.random.default_rng(seed)
+    seeds, problems = arrays[0].shape[0], arrays[0].shape[2]
+    for _ in range(replicates):
+        s = rng.integers(0, seeds, seeds)
+        p = rng.integers(0, problems, problems)
+        yield [a[s][:, :, p].mean(axis=(0, 2)) for a in arrays]
+
+
+def _interval(values: Sequence[float], level: float) -> list[float] | None:
+    tail = 100 * (1 - level) / 2
+    return [float(v) for v in np.percentile(values, [tail, 100 - tail])] if values else None
+
+
+def _checked(sizes: Sequence[float], level: float, **arrays) -> list[np.ndarray]:
+    out = [np.asarray(a, dtype=float) for a in arrays.values()]
+    if any(a.shape != out[0].shape for a in out) or out[0].ndim != 3 \
+            or out[0].shape[1] != len(sizes):
+        shapes = ", ".join(f"{name} {a.shape}" for name, a in zip(arrays, out))
+        raise PrmkitError(f"{shapes}: each must be [seeds, sizes={len(sizes)}, problems]")
+    if not 0 < level < 1:
+        raise PrmkitError(f"level must lie strictly between 0 and 1, got {level}")
+    return out
+
+
 def bootstrap_efficiency(sizes: Sequence[float], uniform: np.ndarray, active: np.ndarray,
                          replicates: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
     """The efficiency ratio of the mean curves, with a percentile interval from resampling
@@ -63,28 +90,12 @@ def bootstrap_efficiency(sizes: Sequence[float], uniform: np.ndarray, active: np
     paired). `uniform` and `active`: per-problem accuracy, shape [seeds, sizes, problems].
     The interval is over the replicates where the ratio is defined; `defined_share` says
     how many those were (an interval from few of them means little)."""
-    u, a = np.asarray(uniform, dtype=float), np.asarray(active, dtype=float)
-    if u.shape != a.shape or u.ndim != 3 or u.shape[1] != len(sizes):
-        raise PrmkitError(f"uniform {u.shape} and active {a.shape} must both be "
-                          f"[seeds, sizes={len(sizes)}, problems]")
-    if not 0 < level < 1:
-        raise PrmkitError(f"level must lie strictly between 0 and 1, got {level}")
+    u, a = _checked(sizes, level, uniform=uniform, active=active)
     point = efficiency(sizes, u.mean(axis=(0, 2)), a.mean(axis=(0, 2)))
-    rng = np.random.default_rng(seed)
-    seeds, problems = u.shape[0], u.shape[2]
-    ratios = []
-    for _ in range(replicates):
-        s = rng.integers(0, seeds, seeds)
-        p = rng.integers(0, problems, problems)
-        uu, aa = u[s][:, :, p].mean(axis=(0, 2)), a[s][:, :, p].mean(axis=(0, 2))
-        e = efficiency(sizes, uu, aa)
-        if e["ratio"] is not None:
-            ratios.append(e["ratio"])
-    tail = 100 * (1 - level) / 2
-    interval = ([float(v) for v in np.percentile(ratios, [tail, 100 - tail])]
-                if ratios else None)
-    return point | {"interval": interval, "level": level, "replicates": replicates,
-                    "defined_share": len(ratios) / replicates,
+    ratios = [r for uu, aa in _resampled_curves((u, a), replicates, seed)
+              if (r := efficiency(sizes, uu, aa)["ratio"]) is not None]
+    return point | {"interval": _interval(ratios, level), "level": level,
+                    "replicates": replicates, "defined_share": len(ratios) / replicates,
                     "resampled": "seeds and problems, with replacement, paired across arms"}
 
 
@@ -94,15 +105,8 @@ def bootstrap_slope(sizes: Sequence[float], accuracy: np.ndarray, replicates: in
     interval from resampling seeds and problems; `accuracy`: [seeds, sizes, problems].
     Whether labelled data helps at all (the regime a ratio of slopes needs): an interval
     above zero."""
-    acc = np.asarray(accuracy, dtype=float)
-    if acc.ndim != 3 or acc.shape[1] != len(sizes):
-        raise PrmkitError(f"accuracy {acc.shape} must be [seeds, sizes={len(sizes)}, problems]")
-    rng = np.random.default_rng(seed)
-    seeds, problems = acc.shape[0], acc.shape[2]
-    slopes = [fit_log_line(sizes, acc[rng.integers(0, seeds, seeds)][
-        :, :, rng.integers(0, problems, problems)].mean(axis=(0, 2)))[0]
-              for _ in range(replicates)]
-    tail = 100 * (1 - level) / 2
+    (acc,) = _checked(sizes, level, accuracy=accuracy)
+    slopes = [fit_log_line(sizes, curve)[0]
+              for (curve,) in _resampled_curves((acc,), replicates, seed)]
     return {"slope": fit_log_line(sizes, acc.mean(axis=(0, 2)))[0],
-            "interval": [float(v) for v in np.percentile(slopes, [tail, 100 - tail])],
-            "level": level, "replicates": replicates}
+            "interval": _interval(slopes, level), "level": level, "replicates": replicates}

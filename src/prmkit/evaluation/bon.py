@@ -133,24 +133,30 @@ def bon_exact(
     pools: Sequence[ProblemPool], ns: Sequence[int], pool_size: int | None = None
 ) -> np.ndarray:
     """Exact expected best-of-N accuracy (see module docstring) for each N."""
+    return bon_exact_per_problem(pools, ns, pool_size).sum(axis=0) / len(pools)
+
+
+def bon_exact_per_problem(
+    pools: Sequence[ProblemPool], ns: Sequence[int], pool_size: int | None = None
+) -> np.ndarray:
+    """Each problem's exact chance that its best-of-N pick is correct, [problems, len(ns)]
+    (per-problem outcomes for a bootstrap over problems)."""
     _check_ns(ns, pools, pool_size)
     nn = np.asarray(ns, dtype=np.int64)
     lf = _log_factorials(max(_slots(p, pool_size) for p in pools))
-    total = np.zeros(len(nn))
-    for pool in pools:
+    out = np.zeros((len(pools), len(nn)))
+    for row, pool in zip(out, pools):
         size = _slots(pool, pool_size)
-        if len(pool.scores) == 0:
+        if len(pool.scores) == 0 or not pool.correct.any():
             continue
-        empty = size - len(pool.scores)
         if pool.correct.all():  # exact: solved unless the draw holds only empty slots
-            total += 1.0 - _choose_ratio(np.full(len(nn), empty), nn, size, lf)
-            continue
-        if not pool.correct.any():
+            empty = size - len(pool.scores)
+            row[:] = 1.0 - _choose_ratio(np.full(len(nn), empty), nn, size, lf)
             continue
         inverse, counts, chance = _pick_chances(pool, nn, size, lf)
         frac_correct = np.bincount(inverse, weights=pool.correct) / counts
-        total += np.clip(frac_correct @ chance, 0.0, 1.0)
-    return total / len(pools)
+        row[:] = np.clip(frac_correct @ chance, 0.0, 1.0)
+    return out
 
 
 def _pick_chances(pool: ProblemPool, nn: np.ndarray, size: int, lf: np.ndarray):

@@ -23,8 +23,9 @@ def uniform_picks(setup: SeedSetup, size: int) -> Picks:
         for i, steps in enumerate(pool):
             if len(keep) == size:
                 break
-            if dedupe_key(steps) not in seen:
-                seen.add(dedupe_key(steps))
+            key = dedupe_key(steps)
+            if key not in seen:
+                seen.add(key)
                 keep.append(i)
         out.append(keep)
     return out

@@ -15,7 +15,7 @@ from prmkit.demo.core.scores import cached_scores, checked_pools, world_clustere
 from prmkit.demo.core.seed import train_reward_model
 from prmkit.demo.core.small_scale import OBJECTIVE, SeedSetup
 from prmkit.evaluation import bon_curves
-from prmkit.evaluation.bon import bon_exact
+from prmkit.evaluation.bon import bon_exact_per_problem
 
 
 def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepExample]) -> Path:
@@ -42,10 +42,8 @@ def best_of_n(setup: SeedSetup, name: str, kind: str,
     scores = cached_scores(setup.folder / name / "test_scores.json", model_dir, setup.test_pools,
                            setup.test, setup.cfg.progress)
     agg = setup.cfg.demo.aggregation if OBJECTIVE[kind] == "prm" else "last"
-    pools = _test_pools(setup, scores, agg)
-    curves = bon_curves(pools, setup.cfg.ns, estimator="exact", votes=(), seed=setup.seed)
-    per_problem = [float(bon_exact([pool], [setup.cfg.ns[-1]])[0]) for pool in pools]
-    return curves.accuracy["best"], per_problem
+    per_problem = bon_exact_per_problem(_test_pools(setup, scores, agg), setup.cfg.ns)
+    return per_problem.mean(axis=0).tolist(), per_problem[:, -1].tolist()
 
 
 def references(setup: SeedSetup) -> dict[str, list[float]]:
