@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +16,8 @@ from prmkit.demo.recipes.rl import experiment as rl
 from prmkit.demo.recipes.rl import trainer as rl_trainer
 from prmkit.demo.recipes.rl.config import REWARDS, quick
 from prmkit.demo.recipes.rl.eval import COUNTS, SHARES
-from prmkit.demo.recipes.rl.report import TITLES, matched, predictions
+from prmkit.demo.recipes.rl.own_models import models_info
+from prmkit.demo.recipes.rl.report import REGIME, TITLES, matched, predictions, regime
 from prmkit.evaluation.plots import read_axes
 from prmkit.rewards.contract import step_spans
 from prmkit.rewards.credit import step_advantages
@@ -68,6 +70,68 @@ def test_cli_quick_run_writes_curves_for_every_reward_and_one_panel_per_metric(q
         [TITLES[m] for m in (*SHARES, *COUNTS)]
     assert axes["legend"] == [label for label, _, _ in REWARDS.values()]
     assert (out / "rl" / "report.md").read_text().count("Best-of-2 with the PRM") == 1
+
+
+def test_the_regime_checks_and_the_reward_models_on_the_policys_own_samples(quick_run):
+    out, _, _ = quick_run
+    cfg = quick()
+    result = json.loads((out / "rl" / "rl_world.json").read_text())
+    r = result["regime"]
+    assert set(r["checks"]) == {"policy_accuracy", "group_size", "reward_models_rank",
+                                "verifier_learns"}
+    assert r["met"] == all(r["checks"].values())
+    assert r["checks"]["group_size"] is False  # the quick settings' groups of 2
+    assert len(r["train_prompt_accuracy"]) == len(r["verifier_gain"]) == 1
+    assert 0 <= r["train_prompt_accuracy"][0] <= 1
+    assert set(r["zero_std_share"]) == set(REWARDS)
+    assert "Regime:" in result["statement"]
+    (folder,) = (out / "work" / "rl" / "seed0").glob("rm-*")
+    info = models_info(folder)
+    assert info["problems"] == cfg.own_problems
+    assert info["samples"] == cfg.own_problems * cfg.own_samples
+    assert info["prm_examples"] == info["orm_examples"] > 0
+    for kind in ("prm", "orm"):
+        assert (folder / kind / "model" / "config.json").is_file()
+
+
+def test_outside_the_regime_only_the_verifier_runs(quick_run, tmp_path, monkeypatch):
+    out, _, _ = quick_run
+    calls, real = [], rl.run_reward
+    monkeypatch.setattr(rl, "run_reward", lambda *a: calls.append(a[0]) or real(*a))
+    cfg = replace(quick((0,)), compare_outside_regime=False, rewards=("verifier", "orm"))
+    work = tmp_path / "work"
+    shutil.copytree(out / "work", work)
+    (folder,) = (work / "rl" / "seed0").glob("verifier-*.json")
+    folder.unlink()  # the verifier runs again; the ORM's cached run is not read
+    result = rl.run(cfg, tmp_path / "rl", work=work)
+    assert calls == ["verifier"]
+    assert not result["regime"]["met"]
+    assert list(result["rewards"]) == list(result["curves"]) == ["verifier"]
+    assert "the other rewards were not run" in result["statement"]
+    result = rl.run(replace(cfg, compare_outside_regime=True), tmp_path / "rl", work=work)
+    assert calls == ["verifier"] and list(result["curves"]) == ["verifier", "orm"]
+
+
+def _seed(accuracy, gain, pick=0.6, sample=0.5) -> dict:
+    """One seed's results as the regime reads them: step 0, the verifier's last point."""
+    bon = {"accuracy": pick, "sample_accuracy": sample}
+    return {"start": {"point": {"sampled_accuracy": 0.4}, "train_prompt_accuracy": accuracy,
+                      "best_of_n": bon, "orm_best_of_n": bon},
+            "runs": {"verifier": {"curve": [{"sampled_accuracy": 0.4 + gain}],
+                                  "train_signals": {"frac_reward_zero_std": [0.25, 0.5]}}}}
+
+
+def test_the_regime_holds_only_when_every_seed_meets_every_check():
+    cfg = replace(quick(), generations=REGIME["min_group"])
+    good = [_seed(0.45, 0.12), _seed(0.31, 0.10)]
+    r = regime(good, cfg)
+    assert r["met"] and r["zero_std_share"]["verifier"] == pytest.approx(0.375)
+    assert r["verifier_gain"] == pytest.approx([0.12, 0.10])
+    assert not regime([*good, _seed(0.45, 0.09)], cfg)["checks"]["verifier_learns"]
+    assert not regime([*good, _seed(0.65, 0.2)], cfg)["checks"]["policy_accuracy"]
+    assert not regime([*good, _seed(0.45, 0.2, pick=0.5)], cfg)["checks"]["reward_models_rank"]
+    small = regime(good, replace(cfg, generations=REGIME["min_group"] - 1))
+    assert not small["met"] and not small["checks"]["group_size"]
 
 
 def test_every_reward_sees_the_same_prompts_completions_steps_and_evaluations(quick_run):

@@ -91,6 +91,13 @@ def seed_models(seed: int, cfg: DemoConfig, work: Path, sw: SeedWorld | None = N
     return SeedModels(folder, info["lm_loss"], info["train_examples"])
 
 
+def seed_backbone(seed: int, cfg: DemoConfig, work: Path, sw: SeedWorld | None = None) -> Path:
+    """The backbone the seed's models start from: the shared base when `cfg.base` names
+    one (nothing trained), else the seed's own (`seed_models`)."""
+    shared = resolve_base(cfg.base, progress=cfg.progress)
+    return shared if shared is not None else seed_models(seed, cfg, work, sw).backbone_dir
+
+
 def train_seed_models(seed: int, cfg: DemoConfig, sw: SeedWorld, folder: Path) -> SeedModels:
     """Backbone pretraining on the pretrain split (or the shared base), then a PRM and an
     ORM on the train split, into `folder`."""

@@ -51,8 +51,9 @@ def policy_rows(problems: Sequence[WorldProblem], pools: Sequence[Sequence[list[
 
 @dataclass(frozen=True)
 class PolicySettings:
-    # 200 steps at 2e-3: seed 0's policy solves 10% of 60 test problems (60 steps at 1e-3: 7%)
-    steps: int = 200  # optimizer steps of supervised fine-tuning
+    # 60 steps at 2e-3: seed 0's policy solves 44% of 200 training prompts sampled (69%
+    # greedy), inside the RL experiment's 30-60% band; 30 steps: 19%, 200 steps: 73%
+    steps: int = 60  # optimizer steps of supervised fine-tuning
     batch_size: int = 32  # solutions per step
     lr: float = 2e-3
 

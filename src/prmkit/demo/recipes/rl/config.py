@@ -24,16 +24,31 @@ class RLConfig:
     demo: DemoConfig = field(default_factory=lambda: DemoConfig(base="mathmix", threads=1))
     rewards: tuple[str, ...] = tuple(REWARDS)
     policy: PolicySettings = field(default_factory=PolicySettings)
-    steps: int = 30  # GRPO optimizer steps per run
-    prompts_per_step: int = 4
-    generations: int = 4  # completions per prompt (GRPO's group)
+    # the policy's sampled accuracy on this many training prompts (4 samples each) is the
+    # regime check that it has room to learn: 30-60% (REGIME["policy_accuracy"])
+    check_problems: int = 200
+    # own: a PRM and an ORM trained on the policy's own samples of the first own_problems
+    # training problems, own_samples each (rl.own_models); demo: the demo's reward models,
+    # trained on the scripted solver's samples
+    reward_models: str = "own"
+    own_problems: int = 2000
+    own_samples: int = 8
+    # the verifier's runs come first; the other rewards run only when every regime check
+    # holds (report.REGIME), unless this is set
+    compare_outside_regime: bool = False
+    # 50 steps of 16 prompts x 8 at lr 1e-4, chosen on seed 0's training reward (docs/demo-world.md,
+    # "RL with process rewards"): larger rates collapsed the policy, smaller batches learned less
+    steps: int = 50  # GRPO optimizer steps per run
+    prompts_per_step: int = 16
+    generations: int = 8  # completions per prompt (GRPO's group)
     max_completion: int = 64  # tokens; the world's solutions take up to about 50
-    lr: float = 1e-4  # 1e-3 collapsed the training reward of seed 0 (verdict and PRM)
+    lr: float = 1e-4  # 2e-4 and more collapsed seed 0's training reward, warm-up or not
+    warmup_steps: int = 0  # linear warm-up of the learning rate, then constant
     temperature: float = 1.0
     beta: float = 0.0  # KL to the reference policy (TRL's default: none)
-    eval_every: int = 10
-    eval_problems: int = 60  # the first test problems of the seed
-    eval_samples: int = 4  # sampled solutions per problem at each evaluation
+    eval_every: int = 25
+    eval_problems: int = 120  # the first test problems of the seed
+    eval_samples: int = 8  # sampled solutions per problem at each evaluation
     bon_n: int = 16  # best-of-N with the PRM on the final policy
     # torch threads of the GRPO runs and evaluations (the reward models and the policy's
     # fine-tuning use demo.threads): a model this small gains nothing from a second thread,
@@ -42,16 +57,24 @@ class RLConfig:
 
     def key(self) -> str:
         """Names one run's cached result (each reward's file carries the reward's name)."""
-        return settings_key(self, leave_out=("rewards",))
+        return settings_key(self, leave_out=("rewards", "compare_outside_regime"))
 
     def policy_key(self) -> str:
         """Names the fine-tuned policy: the demo's models and the policy's settings."""
         return config_key({"demo": settings_key(self.demo), "policy": asdict(self.policy)})
 
+    def own_key(self) -> str:
+        """Names the reward models trained on the policy's own samples."""
+        return config_key({"policy": self.policy_key(), "problems": self.own_problems,
+                           "samples": self.own_samples, "temperature": self.temperature,
+                           "max_completion": self.max_completion})
+
     def check(self) -> None:
         unknown = [r for r in self.rewards if r not in REWARDS]
         if unknown:
             raise PrmkitError(f"unknown rewards {unknown}; choose from {', '.join(REWARDS)}")
+        if self.reward_models not in ("own", "demo"):
+            raise PrmkitError(f"reward_models must be 'own' or 'demo', got {self.reward_models!r}")
         if self.steps < 1 or self.eval_every < 1 or self.generations < 2:
             raise PrmkitError("steps and eval_every must be >= 1 and generations >= 2")
 
@@ -64,4 +87,6 @@ def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> RLConfig:
     return RLConfig(demo=replace(quick_config(seeds), threads=1),
                     policy=PolicySettings(steps=4, batch_size=8, lr=1e-3), steps=2,
                     prompts_per_step=2, generations=2, max_completion=24,
-                    eval_every=1, eval_problems=4, eval_samples=2, bon_n=2)
+                    eval_every=1, eval_problems=4, eval_samples=2, bon_n=2,
+                    check_problems=4, own_problems=8, own_samples=2,
+                    compare_outside_regime=True)

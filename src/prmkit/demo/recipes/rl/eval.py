@@ -102,14 +102,22 @@ def evaluate(sampler, problems, prm, orm, cfg, seed: int) -> dict:
     return out
 
 
-def best_of_n(sampler, problems, prm, cfg, seed: int) -> dict:
-    """Best-of-`cfg.bon_n` with the PRM (`prmkit.selection.best_of_n`; an unscored sample
-    is never picked over a scored one): accuracy and right process of its picks, beside
-    the mean accuracy of a sample and pass@N (some sample right)."""
+def prompt_accuracy(sampler, problems, cfg, seed: int, n: int = 4) -> float | None:
+    """Sampled final-answer accuracy on `problems` (`n` samples each, the RL temperature)."""
+    pools = sample(sampler, problems, n, cfg.temperature, cfg.max_completion, seed + 4)
+    return _mean(world.check_solution(p, solution_steps(t)).final_correct
+                 for p, pool in zip(problems, pools) for t, _ in pool)
+
+
+def best_of_n(sampler, problems, model, cfg, seed: int) -> dict:
+    """Best-of-`cfg.bon_n` with a PRM (the demo's aggregation) or an ORM
+    (`prmkit.selection.best_of_n`; an unscored sample is never picked over a scored one):
+    accuracy and right process of its picks, beside the mean accuracy of a sample and
+    pass@N (some sample right)."""
     pools = sample(sampler, problems, cfg.bon_n, cfg.temperature, cfg.max_completion, seed + 2)
     owners = [p for p, pool in zip(problems, pools) for _ in pool]
     texts = [t for pool in pools for t, _ in pool]
-    rewards = _scores(prm, owners, texts, cfg.demo.aggregation)
+    rewards = _scores(model, owners, texts, cfg.demo.aggregation)
     picks, mean, any_right, at = [], [], [], 0
     for p, pool in zip(problems, pools):
         checks = [world.check_solution(p, solution_steps(t)) for t, _ in pool]

@@ -94,7 +94,7 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
         max_steps=cfg.steps, learning_rate=cfg.lr, beta=cfg.beta, temperature=cfg.temperature,
         shuffle_dataset=False, use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
         report_to="none", seed=seed, disable_tqdm=not cfg.demo.progress,
-        lr_scheduler_type="constant")
+        lr_scheduler_type="constant_with_warmup", warmup_steps=cfg.warmup_steps)
     quiet_trainer_logs(cfg.demo.progress)
     trainer = Recorded(model=model, processing_class=tokenizer, args=args, reward_funcs=funcs,
                        train_dataset=Dataset.from_list(rows), callbacks=list(callbacks), **kwargs)
