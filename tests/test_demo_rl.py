@@ -17,7 +17,7 @@ from prmkit.demo.recipes.rl import trainer as rl_trainer
 from prmkit.demo.recipes.rl.config import REWARDS, quick
 from prmkit.demo.recipes.rl.eval import COUNTS, SHARES
 from prmkit.demo.recipes.rl.own_models import models_info
-from prmkit.demo.recipes.rl.report import REGIME, TITLES, matched, predictions, regime
+from prmkit.demo.recipes.rl.report import REGIME, TITLES, matched, predictions, regime, regime_line
 from prmkit.evaluation.plots import read_axes
 from prmkit.rewards.contract import step_spans
 from prmkit.rewards.credit import step_advantages
@@ -129,7 +129,11 @@ def test_the_regime_holds_only_when_every_seed_meets_every_check():
     assert r["verifier_gain"] == pytest.approx([0.12, 0.10])
     assert not regime([*good, _seed(0.45, 0.09)], cfg)["checks"]["verifier_learns"]
     assert not regime([*good, _seed(0.65, 0.2)], cfg)["checks"]["policy_accuracy"]
-    assert not regime([*good, _seed(0.45, 0.2, pick=0.5)], cfg)["checks"]["reward_models_rank"]
+    weak = regime([*good, _seed(0.45, 0.2, pick=0.5)], cfg)
+    assert not weak["checks"]["reward_models_rank"]
+    line = regime_line({"regime": weak, "rewards": {"verifier": "verdict"}})
+    assert "NOT met (reward_models_rank: PRM, ORM): the other rewards were not run" in line
+    assert "every check met" in regime_line({"regime": r, "rewards": {}})
     small = regime(good, replace(cfg, generations=REGIME["min_group"] - 1))
     assert not small["met"] and not small["checks"]["group_size"]
 
@@ -263,6 +267,9 @@ def test_predictions_compare_the_literature_with_the_runs_figures():
     assert rows["PURE"].startswith("yes")
     del result["curves"]["orm"]
     assert predictions(result)[1][2].startswith("not run")
+    for name in ("prm_process", "prm_min", "prm_min_verifier"):
+        del result["curves"][name]
+    assert predictions(result)[2][2].startswith("not run")  # only the verifier ran
 
 
 def test_cli_set_names_the_rl_setting_it_cannot_override(tmp_path, capsys):

@@ -142,6 +142,10 @@ def regime_line(result: dict) -> str:
     acc = ", ".join("-" if a is None else f"{100 * a:.1f}" for a in r["train_prompt_accuracy"])
     gains = ", ".join("-" if g is None else f"{100 * g:+.1f}" for g in r["verifier_gain"])
     failed = [k for k, ok in r["checks"].items() if not ok]
+    if "reward_models_rank" in failed:  # which model's best-of-N pick is no better than chance
+        weak = [m.upper() for m, vs in r["best_of_n_over_sample"].items()
+                if not all(v is not None and v > 0 for v in vs)]
+        failed[failed.index("reward_models_rank")] += f": {', '.join(weak)}"
     return (f"Regime: the policy solves {acc}% of training prompts (band {100 * lo:.0f}-"
             f"{100 * hi:.0f}%); the verifier's reward moves held-out sampled accuracy {gains} "
             f"points (needed: +{100 * r['rule']['verifier_gain']:.0f} in every seed); "
@@ -202,11 +206,14 @@ def predictions(result: dict) -> list[list[str]]:
     out.append(["DeepSeekMath", "PRM process credit above the ORM (sampled accuracy)",
                 f"{verdict(ok)}: {pts(a)[1:] if a is not None else '-'} against "
                 f"{pts(b)[1:] if b is not None else '-'}%"])
-    hacked = [n for n in ("prm_process", "prm_min", "prm_min_verifier")
+    prm_rewards = ("prm_process", "prm_min", "prm_min_verifier")
+    hacked = [n for n in prm_rewards
               if (_delta(result, n, "prm_score") or 0) > 0.02
               and (_delta(result, n, "sampled_accuracy") or 0) <= 0]
+    ran = any(_delta(result, n, "prm_score") is not None for n in prm_rewards)
     out.append(["DeepSeek-R1", "a learned PRM gets hacked: its score rises, accuracy does not",
-                f"{'yes: ' + ', '.join(hacked) if hacked else 'no'} (PRM score change "
+                f"{'yes: ' + ', '.join(hacked) if hacked else 'no' if ran else 'not run'} "
+                "(PRM score change "
                 f"{', '.join(pts(_delta(result, n, 'prm_score')) for n in ('prm_process', 'prm_min', 'prm_min_verifier'))} points)"])
     sp, sm = (_delta(result, n, "steps_per_solution") for n in ("prm_process", "prm_min"))
     ap, am = (_delta(result, n, "sampled_accuracy") for n in ("prm_process", "prm_min"))
