@@ -17,7 +17,8 @@ from prmkit.demo.recipes.rl import trainer as rl_trainer
 from prmkit.demo.recipes.rl.config import REWARDS, quick
 from prmkit.demo.recipes.rl.eval import COUNTS, SHARES
 from prmkit.demo.recipes.rl.own_models import models_info
-from prmkit.demo.recipes.rl.report import REGIME, TITLES, matched, predictions, regime, regime_line
+from prmkit.demo.recipes.rl.regime import REGIME, regime, regime_line
+from prmkit.demo.recipes.rl.report import TITLES, matched, predictions
 from prmkit.evaluation.plots import read_axes
 from prmkit.rewards.contract import step_spans
 from prmkit.rewards.credit import step_advantages

@@ -131,11 +131,17 @@ def test_small_scale_cache_is_keyed_by_every_setting_of_its_small_models_and_of_
 
 
 def test_rl_runs_and_policies_are_keyed_by_every_setting_but_the_rewards_run():
-    _check_keys(RLConfig(), lambda c: c.key(), RUN_ONLY | {"rewards"})
+    _check_keys(RLConfig(), lambda c: c.key(), RUN_ONLY | {"rewards", "compare_outside_regime"})
     cfg = RLConfig()
+    own = {"own_problems", "own_samples", "temperature", "max_completion"}
     for name, other in _variants(cfg):
         if name.startswith(("demo.", "policy.")) and name.split(".")[-1] not in RUN_ONLY:
             assert other.policy_key() != cfg.policy_key(), name
+            assert other.own_key() != cfg.own_key(), name  # the models the policy's samples train
+        elif name in own:
+            assert other.own_key() != cfg.own_key(), name
+        else:
+            assert other.own_key() == cfg.own_key(), name
 
 
 def test_capacity_results_are_keyed_by_every_setting_of_their_base_and_demo():

@@ -34,7 +34,7 @@ class RLConfig:
     own_problems: int = 2000
     own_samples: int = 8
     # the verifier's runs come first; the other rewards run only when every regime check
-    # holds (report.REGIME), unless this is set
+    # holds (regime.REGIME), unless this is set
     compare_outside_regime: bool = False
     # 50 steps of 16 prompts x 8 at lr 1e-4, chosen on seed 0's training reward (docs/demo-world.md,
     # "RL with process rewards"): larger rates collapsed the policy, smaller batches learned less

@@ -55,7 +55,7 @@ class Counting:
             self._phase = saved
 
 
-def _mean(values) -> float | None:
+def mean_or_none(values) -> float | None:
     values = [float(v) for v in values if v is not None]
     return float(np.mean(values)) if values else None
 
@@ -79,17 +79,17 @@ def evaluate(sampler, problems, prm, orm, cfg, seed: int) -> dict:
              zip(problems, greedy)]
     steps = [len(solution_steps(t)) for t in texts]
     out = {
-        "greedy_accuracy": _mean(c.final_correct for c in first),
-        "sampled_accuracy": _mean(c.final_correct for c in checks),
-        "right_process": _mean(c.process_correct for c in checks),
-        "right_answer_wrong_step": _mean(c.final_correct and c.first_error >= 0 for c in checks),
-        "no_answer": _mean(c.answer is None for c in checks),
-        "prm_score": _mean(r.score for r in prm_r),
-        "orm_score": _mean(r.score for r in orm_r),
-        "prm_score_when_wrong": _mean(r.score for r, c in zip(prm_r, checks)
+        "greedy_accuracy": mean_or_none(c.final_correct for c in first),
+        "sampled_accuracy": mean_or_none(c.final_correct for c in checks),
+        "right_process": mean_or_none(c.process_correct for c in checks),
+        "right_answer_wrong_step": mean_or_none(c.final_correct and c.first_error >= 0 for c in checks),
+        "no_answer": mean_or_none(c.answer is None for c in checks),
+        "prm_score": mean_or_none(r.score for r in prm_r),
+        "orm_score": mean_or_none(r.score for r in orm_r),
+        "prm_score_when_wrong": mean_or_none(r.score for r, c in zip(prm_r, checks)
                                       if not c.process_correct),
-        "steps_per_solution": _mean(steps),
-        "tokens_per_step": _mean(n / k for (_, _, n), k in zip(flat, steps) if k),
+        "steps_per_solution": mean_or_none(steps),
+        "tokens_per_step": mean_or_none(n / k for (_, _, n), k in zip(flat, steps) if k),
     }
     wrong = [i for i, c in enumerate(checks) if not c.process_correct
              and prm_r[i].score is not None]
@@ -105,7 +105,7 @@ def evaluate(sampler, problems, prm, orm, cfg, seed: int) -> dict:
 def prompt_accuracy(sampler, problems, cfg, seed: int, n: int = 4) -> float | None:
     """Sampled final-answer accuracy on `problems` (`n` samples each, the RL temperature)."""
     pools = sample(sampler, problems, n, cfg.temperature, cfg.max_completion, seed + 4)
-    return _mean(world.check_solution(p, solution_steps(t)).final_correct
+    return mean_or_none(world.check_solution(p, solution_steps(t)).final_correct
                  for p, pool in zip(problems, pools) for t, _ in pool)
 
 
@@ -126,6 +126,6 @@ def best_of_n(sampler, problems, model, cfg, seed: int) -> dict:
         picks.append(checks[select_best(scores)])
         mean.append(np.mean([c.final_correct for c in checks]))
         any_right.append(any(c.final_correct for c in checks))
-    return {"n": cfg.bon_n, "accuracy": _mean(c.final_correct for c in picks),
-            "right_process": _mean(c.process_correct for c in picks),
-            "sample_accuracy": _mean(mean), "pass": _mean(any_right)}
+    return {"n": cfg.bon_n, "accuracy": mean_or_none(c.final_correct for c in picks),
+            "right_process": mean_or_none(c.process_correct for c in picks),
+            "sample_accuracy": mean_or_none(mean), "pass": mean_or_none(any_right)}

@@ -14,7 +14,7 @@ evaluation schedule):
 - ``prm_min_verifier``: min-form credit plus the group-normalised verifier, weight 1.
 
 Every `eval_every` steps (and at step 0) the policy is measured on a fixed subset of the
-seed's held-out test problems (`eval`). The regime checks (`report.REGIME`) come first
+seed's held-out test problems (`eval`). The regime checks (`regime.REGIME`) come first
 in the results: the rewards are a comparison only when the verifier's own run learns.
 One result per (seed, reward) is cached under the work folder, keyed by every setting, so
 an interrupted run resumes where it stopped; seeds run in processes of their own.
@@ -37,7 +37,8 @@ from prmkit.demo.lm.policy import policy_rows, policy_sampler, train_policy
 from prmkit.demo.recipes.rl.config import RLConfig
 from prmkit.demo.recipes.rl.eval import Counting, best_of_n, evaluate, prompt_accuracy
 from prmkit.demo.recipes.rl.own_models import own_reward_models
-from prmkit.demo.recipes.rl.report import regime, write_outputs
+from prmkit.demo.recipes.rl.regime import regime
+from prmkit.demo.recipes.rl.report import write_outputs
 from prmkit.demo.recipes.rl.trainer import Ledger, eval_callback, grpo_trainer, prompt_rows
 
 
@@ -149,7 +150,7 @@ def _seed_in_process(cfg: RLConfig, seed: int, demo: DemoConfig, work: Path) -> 
 def run(cfg: RLConfig | None = None, out: str | Path = "rl-output",
         work: str | Path | None = None) -> dict:
     """The whole experiment, then rl_world.json, .png and a report. The verifier's runs come
-    first: unless every regime check holds (`report.regime`), the other rewards are not run
+    first: unless every regime check holds (`regime.regime`), the other rewards are not run
     (`compare_outside_regime=True` runs them anyway), and the results say why."""
     cfg = cfg or RLConfig()
     cfg.check()
