@@ -102,8 +102,8 @@ def test_outside_the_regime_only_the_verifier_runs(quick_run, tmp_path, monkeypa
     cfg = replace(quick((0,)), compare_outside_regime=False, rewards=("verifier", "orm"))
     work = tmp_path / "work"
     shutil.copytree(out / "work", work)
-    (folder,) = (work / "rl" / "seed0").glob("verifier-*.json")
-    folder.unlink()  # the verifier runs again; the ORM's cached run is not read
+    (cached,) = (work / "rl" / "seed0").glob("verifier-*.json")
+    cached.unlink()  # the verifier runs again; the ORM's cached run is not read
     result = rl.run(cfg, tmp_path / "rl", work=work)
     assert calls == ["verifier"]
     assert not result["regime"]["met"]
