@@ -87,7 +87,7 @@ def evaluate(sampler, problems, prm, orm, cfg, seed: int) -> dict:
         "prm_score": mean_or_none(r.score for r in prm_r),
         "orm_score": mean_or_none(r.score for r in orm_r),
         "prm_score_when_wrong": mean_or_none(r.score for r, c in zip(prm_r, checks)
-                                      if not c.process_correct),
+                                             if not c.process_correct),
         "steps_per_solution": mean_or_none(steps),
         "tokens_per_step": mean_or_none(n / k for (_, _, n), k in zip(flat, steps) if k),
     }
@@ -106,26 +106,30 @@ def prompt_accuracy(sampler, problems, cfg, seed: int, n: int = 4) -> float | No
     """Sampled final-answer accuracy on `problems` (`n` samples each, the RL temperature)."""
     pools = sample(sampler, problems, n, cfg.temperature, cfg.max_completion, seed + 4)
     return mean_or_none(world.check_solution(p, solution_steps(t)).final_correct
-                 for p, pool in zip(problems, pools) for t, _ in pool)
+                        for p, pool in zip(problems, pools) for t, _ in pool)
 
 
-def best_of_n(sampler, problems, model, cfg, seed: int) -> dict:
-    """Best-of-`cfg.bon_n` with a PRM (the demo's aggregation) or an ORM
-    (`prmkit.selection.best_of_n`; an unscored sample is never picked over a scored one):
-    accuracy and right process of its picks, beside the mean accuracy of a sample and
-    pass@N (some sample right)."""
+def best_of_n(sampler, problems, cfg, seed: int, *models) -> list[dict]:
+    """Best-of-`cfg.bon_n` with each of `models`, a PRM (the demo's aggregation) or an ORM,
+    over one set of pools (`prmkit.selection.best_of_n`; an unscored sample is never
+    picked over a scored one): accuracy and right process of its picks, beside the mean
+    accuracy of a sample and pass@N (some sample right)."""
     pools = sample(sampler, problems, cfg.bon_n, cfg.temperature, cfg.max_completion, seed + 2)
     owners = [p for p, pool in zip(problems, pools) for _ in pool]
     texts = [t for pool in pools for t, _ in pool]
-    rewards = _scores(model, owners, texts, cfg.demo.aggregation)
-    picks, mean, any_right, at = [], [], [], 0
-    for p, pool in zip(problems, pools):
-        checks = [world.check_solution(p, solution_steps(t)) for t, _ in pool]
-        scores = [np.nan if r.score is None else r.score for r in rewards[at: at + len(pool)]]
-        at += len(pool)
-        picks.append(checks[select_best(scores)])
-        mean.append(np.mean([c.final_correct for c in checks]))
-        any_right.append(any(c.final_correct for c in checks))
-    return {"n": cfg.bon_n, "accuracy": mean_or_none(c.final_correct for c in picks),
-            "right_process": mean_or_none(c.process_correct for c in picks),
-            "sample_accuracy": mean_or_none(mean), "pass": mean_or_none(any_right)}
+    checks = [[world.check_solution(p, solution_steps(t)) for t, _ in pool]
+              for p, pool in zip(problems, pools)]
+    mean = [np.mean([c.final_correct for c in pool]) for pool in checks]
+    any_right = [any(c.final_correct for c in pool) for pool in checks]
+    out = []
+    for model in models:
+        rewards = _scores(model, owners, texts, cfg.demo.aggregation)
+        picks, at = [], 0
+        for pool in checks:
+            scores = [np.nan if r.score is None else r.score for r in rewards[at: at + len(pool)]]
+            at += len(pool)
+            picks.append(pool[select_best(scores)])
+        out.append({"n": cfg.bon_n, "accuracy": mean_or_none(c.final_correct for c in picks),
+                    "right_process": mean_or_none(c.process_correct for c in picks),
+                    "sample_accuracy": mean_or_none(mean), "pass": mean_or_none(any_right)})
+    return out

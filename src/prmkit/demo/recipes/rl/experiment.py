@@ -89,8 +89,8 @@ def initial_point(cfg: RLConfig, s: SeedSetup) -> dict:
     return {"point": point,
             "train_prompt_accuracy": prompt_accuracy(sampler, s.problems[: cfg.check_problems],
                                                      cfg, s.seed),
-            "best_of_n": best_of_n(sampler, s.eval_set, s.prm, cfg, s.seed),
-            "orm_best_of_n": best_of_n(sampler, s.eval_set, s.orm, cfg, s.seed)}
+            **dict(zip(("best_of_n", "orm_best_of_n"),
+                       best_of_n(sampler, s.eval_set, cfg, s.seed, s.prm, s.orm)))}
 
 
 def run_reward(name: str, cfg: RLConfig, s: SeedSetup, out: Path) -> dict:
@@ -106,7 +106,7 @@ def run_reward(name: str, cfg: RLConfig, s: SeedSetup, out: Path) -> dict:
                            ledger, [callback])
     trainer.train()
     sampler.lm = trainer.model.eval()
-    bon = best_of_n(sampler, s.eval_set, s.prm, cfg, s.seed)
+    (bon,) = best_of_n(sampler, s.eval_set, cfg, s.seed, s.prm)
     shutil.rmtree(out, ignore_errors=True)
     logged = [e for e in trainer.state.log_history if "reward" in e]
     return {"reward": name, "seed": s.seed, "curve": curve, "best_of_n": bon,

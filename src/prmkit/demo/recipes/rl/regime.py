@@ -27,18 +27,20 @@ def regime(per_seed: list[dict], cfg) -> dict:
     ranks = {m: [s["start"][key]["accuracy"] - s["start"][key]["sample_accuracy"]
                  if key in s["start"] else None for s in per_seed]
              for m, key in (("prm", "best_of_n"), ("orm", "orm_best_of_n"))}
-    zero = {n: mean_or_none([v for s in per_seed
-                      for v in s["runs"][n]["train_signals"].get("frac_reward_zero_std", [])])
+    ranking = {m: all(v is not None and v > 0 for v in vs) for m, vs in ranks.items()}
+    zero = {n: mean_or_none(v for s in per_seed
+                            for v in s["runs"][n]["train_signals"].get("frac_reward_zero_std", []))
             for n in per_seed[0]["runs"]}
     checks = {
         "policy_accuracy": all(a is not None and lo <= a <= hi for a in accuracy),
         "group_size": cfg.generations >= REGIME["min_group"],
-        "reward_models_rank": all(v is not None and v > 0 for vs in ranks.values() for v in vs),
+        "reward_models_rank": all(ranking.values()),
         "verifier_learns": all(g is not None and g >= REGIME["verifier_gain"] - 1e-9
                                for g in gains),
     }
     return {"rule": REGIME, "train_prompt_accuracy": accuracy, "verifier_gain": gains,
-            "best_of_n_over_sample": ranks, "zero_std_share": zero, "checks": checks,
+            "best_of_n_over_sample": ranks, "models_rank": ranking, "zero_std_share": zero,
+            "checks": checks,
             "met": all(checks.values())}
 
 
@@ -51,8 +53,7 @@ def regime_line(result: dict) -> str:
     gains = ", ".join("-" if g is None else f"{100 * g:+.1f}" for g in r["verifier_gain"])
     failed = [k for k, ok in r["checks"].items() if not ok]
     if "reward_models_rank" in failed:  # which model's best-of-N pick is no better than chance
-        weak = [m.upper() for m, vs in r["best_of_n_over_sample"].items()
-                if not all(v is not None and v > 0 for v in vs)]
+        weak = [m.upper() for m, ok in r["models_rank"].items() if not ok]
         failed[failed.index("reward_models_rank")] += f": {', '.join(weak)}"
     return (f"Regime: the policy solves {acc}% of training prompts (band {100 * lo:.0f}-"
             f"{100 * hi:.0f}%); the verifier's reward moves held-out sampled accuracy {gains} "
