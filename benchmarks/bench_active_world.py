@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=list(d.sizes))
     ap.add_argument("--small-steps", type=int, default=d.small_steps)
     ap.add_argument("--test-samples", type=int, default=d.test_samples)
-    ap.add_argument("--threshold", type=float, default=d.threshold)
+    ap.add_argument("--threshold", type=float, default=d.threshold,
+                    help="PRM_large's threshold (default: chosen on the dev problems)")
     ap.add_argument("--suffix", default="",
                     help="appended to the names of the results files and plots (variants)")
     argv = sys.argv[1:] if argv is None else argv

@@ -4,6 +4,7 @@ measure, and a tiny end-to-end run through `prmkit demo --experiment`."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import zlib
 from dataclasses import replace
@@ -16,13 +17,14 @@ from prmkit.active.efficiency import efficiency, ratio_undefined
 from prmkit.active.selection import Candidate, dedupe_key
 from prmkit.demo import world
 from prmkit.demo.core.labels import examples_for, uniform_picks
-from prmkit.demo.core.seed import models_folder
+from prmkit.demo.core.seed import models_folder, seed_world
 from prmkit.demo.core.small_scale import (
     SeedSetup,
     SmallScaleConfig,
     prepare_seed,
     quick_small_scale,
 )
+from prmkit.demo.core.thresholds import THRESHOLDS
 from prmkit.demo.recipes.active import active_picks, figure_title
 from prmkit.demo.recipes.active import run as run_active
 
@@ -41,7 +43,7 @@ def _setup(probs_rng: int = 0, problems: int = 10, pool: int = 12) -> SeedSetup:
         seed=0, cfg=cfg, folder=Path("unused"), large=None, test=[], test_pools=[],
         problems=probs, pools=pools,
         checks=[[world.check_solution(p, s) for s in pl] for p, pl in zip(probs, pools)],
-        large_probs=[[made_up(p, s) for s in pl] for p, pl in zip(probs, pools)])
+        large_probs=[[made_up(p, s) for s in pl] for p, pl in zip(probs, pools)], threshold=0.2)
 
 
 def test_process_labels_of_small_models_come_from_prm_large_through_the_threshold():
@@ -52,7 +54,7 @@ def test_process_labels_of_small_models_come_from_prm_large_through_the_threshol
     assert len(examples) == len(probs) > 0
     marked = 0
     for ex, p in zip(examples, probs):
-        first = next((j for j, v in enumerate(p) if 1 - v > setup.cfg.threshold), None)
+        first = next((j for j, v in enumerate(p) if 1 - v > setup.threshold), None)
         want = [1.0] * len(p) if first is None else [1.0] * first + [0.0]
         assert list(ex.labels[: len(want)]) == want
         assert all(v is None for v in ex.labels[len(want):])
@@ -65,10 +67,10 @@ def test_outcome_labels_from_prm_large_ignore_the_final_answer():
     picks = uniform_picks(setup, 4)
     examples = examples_for(setup, "outcome", picks)
     probs = [setup.large_probs[k][i] for k, idx in enumerate(picks) for i in idx]
-    want = [float(all(1 - v <= setup.cfg.threshold for v in p)) for p in probs]
+    want = [float(all(1 - v <= setup.threshold for v in p)) for p in probs]
     assert [ex.outcome for ex in examples] == want
     # Raising the threshold calls more solutions right: the labels follow it.
-    looser = examples_for(replace(setup, cfg=replace(setup.cfg, threshold=0.45)), "outcome", picks)
+    looser = examples_for(replace(setup, threshold=0.45), "outcome", picks)
     assert sum(ex.outcome for ex in looser) > sum(want)
 
 
@@ -164,11 +166,18 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     assert syn["seeds"] == 1 and len(syn["kinds"]["process"]["accuracy"]) == 2
     assert (tmp_path / "a" / "synthetic" / "synthetic_by_size.png").stat().st_size > 0
     assert (tmp_path / "a" / "active" / "active_learning.png").stat().st_size > 0
-    # At 1 sample per problem, 80% of the budget are wrong answers where the pools hold
-    # that many (round(0.8 x 1) = 1 per problem made it 100%), the rest the best others.
+    # At 1 sample per problem, 80% of the budget of the problems with a wrong answer are
+    # wrong answers (round(0.8 x 1) = 1 per problem made it 100%), the rest the best others.
     setup = prepare_seed(0, quick_small_scale((0,)), tmp_path / "a" / "work")  # cached
+    # The dev problems (threshold and N* chosen there) are fresh: in no other split.
+    splits = seed_world(0, setup.cfg.demo).splits
+    used = {p.key for group in (splits.test, splits.train, splits.pretrain, setup.problems)
+            for p in group}
+    assert setup.dev and {p.key for p in setup.dev}.isdisjoint(used)
+    assert [len(pool) for pool in setup.dev_pools] == [setup.cfg.test_samples] * len(setup.dev)
+    assert setup.threshold in THRESHOLDS and str(setup.threshold) in setup.threshold_agreement
     with_wrong = sum(any(not c.final_correct for c in pool) for pool in setup.checks)
-    share = min(with_wrong, round(0.8 * len(setup.checks))) / len(setup.checks)
+    share = math.floor(0.8 * with_wrong + 0.5) / len(setup.checks)
     assert act["methods"]["active"]["wrong_answer_share"][0] == pytest.approx(share, abs=1e-4)
     assert act["efficiency_ratio_interval"] is None or len(act["efficiency_ratio_interval"]) == 2
     assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0

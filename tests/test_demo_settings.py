@@ -73,6 +73,11 @@ def test_overrides_type_tuples_by_their_field_and_refuse_what_they_cannot_read()
     assert cfg.rewards == ("orm", "prm_min") and cfg.policy.lr == 0.5 and cfg.beta == 0.1
     capacity = with_overrides(CapacityConfig(), ["base_items=layers=2,heads=2", "fractions=0,1"])
     assert capacity.base_items == ("layers=2", "heads=2") and capacity.fractions == (0.0, 1.0)
+    # An optional field (threshold: float | None) reads as its other type, or none.
+    small = with_overrides(SmallScaleConfig(), ["threshold=0.2", "small_steps=30"])
+    assert (small.threshold, small.small_steps) == (0.2, 30) and isinstance(small.small_steps, int)
+    unset = with_overrides(small, ["threshold=none", "small_steps=None"])
+    assert (unset.threshold, unset.small_steps) == (None, None)
     for bad, says in (("progress=maybe", "expected true or false"), ("demo=3", "demo.FIELD"),
                       ("lr", "expected FIELD=VALUE"), ("demo.nope=1", "DemoConfig has no field")):
         with pytest.raises(ValueError, match=says):

@@ -20,6 +20,7 @@ from prmkit.demo.world import (
     sample_solutions,
     to_scored_samples,
     to_step_examples,
+    with_solver,
     world_stats,
 )
 from prmkit.errors import PrmkitError
@@ -343,3 +344,26 @@ def test_propensity_drives_error_rate():
     sloppy = replace(ANN, propensity=Propensity(0.3, 0.1, 0.1, 0.0, 0))
     sloppy_pool = sample_solutions(sloppy, 50, 0)
     assert sum(check_solution(sloppy, s).process_correct for s in sloppy_pool) < 40
+
+
+def test_with_solver_makes_right_answers_through_wrong_steps_common():
+    """The setting under which outcome and final-answer labels differ: cancel 1.0 and 3x
+    the skips (on the small-scale experiments' pools: 10-12% of samples, against 2.5%)."""
+    problems = make_problems(60, seed=3, difficulty="mixed")
+
+    def share(group):
+        pools = sample_pools(group, 64, seed=0)
+        checks = [check_solution(p, s) for p, pool in zip(group, pools) for s in pool]
+        return np.mean([c.final_correct and not c.process_correct for c in checks])
+
+    assert with_solver(problems) == problems  # unchanged by default
+    changed = with_solver(problems, cancel=1.0, skip_scale=3.0)
+    assert {p.propensity.cancel for p in changed} == {1.0}
+    assert all(q.propensity.skip == min(0.6, 3 * p.propensity.skip)
+               for p, q in zip(problems, changed))
+    assert [p.propensity.slip for p in changed] == [p.propensity.slip for p in problems]
+    base, more = share(problems), share(changed)
+    assert more > 3 * base > 0  # 18.8% against 5.2% on these problems
+    for bad in ({"cancel": 1.5}, {"skip_scale": -1.0}):
+        with pytest.raises(PrmkitError):
+            with_solver(problems, **bad)

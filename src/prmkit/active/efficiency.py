@@ -4,7 +4,9 @@ a bootstrap interval over seeds and problems.
 
 `efficiency` compares two accuracy curves at the same data sizes; `bootstrap_efficiency`
 takes per-problem accuracies ([seeds, sizes, problems] for each arm) and resamples seeds
-and problems with replacement, so the interval carries both sources of noise.
+and problems with replacement, so the interval carries both sources of noise;
+`bootstrap_slope` and `bootstrap_difference` do the same for one arm's slope and for a
+paired difference between two arms.
 """
 
 from __future__ import annotations
@@ -110,3 +112,17 @@ def bootstrap_slope(sizes: Sequence[float], accuracy: np.ndarray, replicates: in
               for (curve,) in _resampled_curves((acc,), replicates, seed)]
     return {"slope": fit_log_line(sizes, acc.mean(axis=(0, 2)))[0],
             "interval": _interval(slopes, level), "level": level, "replicates": replicates}
+
+
+def bootstrap_difference(sizes: Sequence[float], first: np.ndarray, second: np.ndarray,
+                         replicates: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """Paired difference first - second of mean accuracy at each size, with a percentile
+    interval from resampling seeds and problems (the same draw for both: the problems are
+    shared); `first`, `second`: [seeds, sizes, problems]."""
+    a, b = _checked(sizes, level, first=first, second=second)
+    draws = np.array([aa - bb for aa, bb in _resampled_curves((a, b), replicates, seed)])
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
+    return {"difference": (a - b).mean(axis=(0, 2)).tolist(),
+            "interval": [[float(x), float(y)] for x, y in zip(low, high)],
+            "level": level, "replicates": replicates}

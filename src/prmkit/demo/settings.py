@@ -36,7 +36,13 @@ def settings_key(cfg, leave_out: tuple[str, ...] = ()) -> str:
 
 
 def _convert(value: str, kind: Any, current: Any) -> Any:
-    """`value` as the type `kind` (a field's annotation), else as `current`'s type."""
+    """`value` as the type `kind` (a field's annotation), else as `current`'s type; for an
+    optional field (`float | None`), `none` or the value as its other type."""
+    args = typing.get_args(kind)
+    if type(None) in args:
+        if value.strip().lower() in ("none", "null"):
+            return None
+        (kind,) = [a for a in args if a is not type(None)][:1] or [str]
     if kind is bool or isinstance(current, bool):
         choices = {"true": True, "false": False}
         if value.lower() not in choices:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from prmkit.active.labelers import GraderLabeler, LabelItem, LargePRMLabeler, process_example
 from prmkit.active.selection import dedupe_key
 from prmkit.data.records import StepExample
+from prmkit.demo.core import thresholds
 from prmkit.demo.core.small_scale import SeedSetup
 from prmkit.errors import PrmkitError
 
@@ -43,7 +44,7 @@ def large_prm_labeler(setup: SeedSetup, supervision: str) -> LargePRMLabeler:
              for p, pool, pp in zip(setup.problems, setup.pools, setup.large_probs)
              for sol, probs in zip(pool, pp)}
     return LargePRMLabeler(step_probs=lambda pairs: [table[(q, tuple(s))] for q, s in pairs],
-                           supervision=supervision, threshold=setup.cfg.threshold)
+                           supervision=supervision, threshold=setup.threshold)
 
 
 def examples_for(setup: SeedSetup, kind: str, picks: Picks) -> list[StepExample]:
@@ -63,18 +64,7 @@ def examples_for(setup: SeedSetup, kind: str, picks: Picks) -> list[StepExample]
 
 
 def label_agreement(setup: SeedSetup, threshold: float | None = None) -> dict[str, float]:
-    """How PRM_large's labels at the threshold compare with the checker's, over the pools:
-    the first wrong step found exactly (process), a solution called right exactly when every
-    step is (outcome), and how often the final answer alone calls a solution right whose
-    process is wrong (what the grader's labels get wrong)."""
-    thr = setup.cfg.threshold if threshold is None else threshold
-    first = outcome = answer_only = n = 0
-    for pool_checks, pool_probs in zip(setup.checks, setup.large_probs):
-        for chk, probs in zip(pool_checks, pool_probs):
-            p_first = next((j for j, p in enumerate(probs) if 1 - p > thr), -1)
-            first += p_first == chk.first_error
-            outcome += (p_first < 0) == chk.process_correct
-            answer_only += chk.final_correct != chk.process_correct
-            n += 1
-    return {"process_first_error_exact": first / n, "outcome_agrees_with_process": outcome / n,
-            "final_answer_agrees_with_process": 1 - answer_only / n}
+    """`thresholds.label_agreement` over the small models' pools, at the seed's threshold
+    unless given."""
+    return thresholds.label_agreement(setup.checks, setup.large_probs,
+                                      setup.threshold if threshold is None else threshold)

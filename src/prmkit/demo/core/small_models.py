@@ -1,5 +1,6 @@
 """Small reward models of the small-scale experiments: trained (or read back) on labelled
-picks of the pools, and measured by best-of-N on the demo's test problems."""
+picks of the pools, and measured by best-of-N on the demo's test problems (and on the dev
+problems, where a rule chooses the N that the test figures are compared at)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.data.records import StepExample
-from prmkit.demo.core.labels import Picks, examples_for
+from prmkit.demo.core.labels import Picks, examples_for, uniform_picks
 from prmkit.demo.core.scores import cached_scores, checked_pools, world_clusterer
 from prmkit.demo.core.seed import train_reward_model
 from prmkit.demo.core.small_scale import OBJECTIVE, SeedSetup
@@ -29,27 +30,57 @@ def train_small(setup: SeedSetup, name: str, kind: str, examples: Sequence[StepE
                               cfg, setup.seed, epochs=None if steps else setup.cfg.small_epochs)
 
 
-def _test_pools(setup: SeedSetup, scores: list | None, aggregation: str):
-    scores = scores or [[0.0] * len(pool) for pool in setup.test_pools]
-    return checked_pools(setup.test, setup.test_pools, scores, aggregation, world_clusterer())
+def _checked(problems: list, pools: list, scores: list | None, aggregation: str):
+    scores = scores or [[0.0] * len(pool) for pool in pools]
+    return checked_pools(problems, pools, scores, aggregation, world_clusterer())
+
+
+def _per_problem(setup: SeedSetup, name: str, kind: str, model_dir: Path,
+                 split: str) -> np.ndarray:
+    """[problems, N of cfg.ns]: each problem's best-of-N accuracy (exact estimator) on the
+    test or dev pools; a PRM ranks by the demo's aggregation of step scores, an ORM by its
+    last step's score."""
+    problems, pools = (setup.test, setup.test_pools) if split == "test" else \
+        (setup.dev, setup.dev_pools)
+    scores = cached_scores(setup.folder / name / f"{split}_scores.json", model_dir, pools,
+                           problems, setup.cfg.progress)
+    agg = setup.cfg.demo.aggregation if OBJECTIVE[kind] == "prm" else "last"
+    return bon_exact_per_problem(_checked(problems, pools, scores, agg), setup.cfg.ns)
 
 
 def best_of_n(setup: SeedSetup, name: str, kind: str,
-              model_dir: Path) -> tuple[list[float], list[float]]:
-    """Best-of-N accuracy on the test problems at each N of cfg.ns (exact estimator), and
-    each problem's at the largest N; the PRM ranks by the demo's aggregation of step
-    scores, an ORM by its last step's score."""
-    scores = cached_scores(setup.folder / name / "test_scores.json", model_dir, setup.test_pools,
-                           setup.test, setup.cfg.progress)
-    agg = setup.cfg.demo.aggregation if OBJECTIVE[kind] == "prm" else "last"
-    per_problem = bon_exact_per_problem(_test_pools(setup, scores, agg), setup.cfg.ns)
-    return per_problem.mean(axis=0).tolist(), per_problem[:, -1].tolist()
+              model_dir: Path) -> tuple[list[float], list[list[float]]]:
+    """Best-of-N accuracy on the test problems at each N of cfg.ns, and each problem's at
+    every N ([problems, N])."""
+    per_problem = _per_problem(setup, name, kind, model_dir, "test")
+    return per_problem.mean(axis=0).tolist(), per_problem.tolist()
+
+
+def dev_curve(setup: SeedSetup, name: str, kind: str, model_dir: Path) -> list[float]:
+    """Best-of-N accuracy on the dev problems at each N of cfg.ns."""
+    return _per_problem(setup, name, kind, model_dir, "dev").mean(axis=0).tolist()
+
+
+def control_dev_curve(setup: SeedSetup) -> list[float]:
+    """The checker-labelled control at the largest size, on the dev problems: what the N
+    that best-of-N is compared at is chosen by (`peak_n`)."""
+    size = max(setup.cfg.sizes)
+    name = f"uniform-checker-s{size}"
+    model_dir = train_small(setup, name, "checker",
+                            examples_for(setup, "checker", uniform_picks(setup, size)))
+    return dev_curve(setup, name, "checker", model_dir)
+
+
+def peak_n(ns: Sequence[int], curves: Sequence[Sequence[float]]) -> int:
+    """The N where the mean of the curves peaks (the smaller N on ties)."""
+    mean = np.mean(np.asarray(curves, dtype=float), axis=0)
+    return int(ns[int(np.argmax(mean >= mean.max() - 1e-12))])
 
 
 def references(setup: SeedSetup) -> dict[str, list[float]]:
     """Majority vote and pass@N of the test pools: no reward model involved."""
-    curves = bon_curves(_test_pools(setup, None, "min"), setup.cfg.ns, estimator="exact",
-                        votes=("majority",), trials=400, seed=setup.seed)
+    curves = bon_curves(_checked(setup.test, setup.test_pools, None, "min"), setup.cfg.ns,
+                        estimator="exact", votes=("majority",), trials=400, seed=setup.seed)
     return {"majority": curves.accuracy["majority"], "pass": curves.accuracy["pass"]}
 
 

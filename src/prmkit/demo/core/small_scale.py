@@ -6,7 +6,7 @@ demo settings `cfg.demo`, read from the work folder or trained there; `core.seed
 problems for the small models, disjoint from every demo split, each with a pool of sampled
 solutions that PRM_large scores once. Small reward models are trained on labelled subsets
 of the pools (`core.labels`, `core.small_models`: the demo's backbone, trainer and
-settings, a fixed number of optimizer steps whatever the data size) and evaluated by
+settings, a number of passes over their data) and evaluated by
 best-of-N on the demo's test problems. Everything is cached in a folder of the seed's
 models keyed by the small-scale settings, so a stopped run resumes and the two experiments
 share models.
@@ -22,6 +22,7 @@ from prmkit.demo import world
 from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
 from prmkit.demo.core.scores import cached_scores
 from prmkit.demo.core.seed import SeedModels, models_folder, seed_models, seed_world
+from prmkit.demo.core.thresholds import choose_threshold
 from prmkit.demo.settings import settings_key
 from prmkit.errors import PrmkitError
 from prmkit.scoring.aggregate import fill_null_steps
@@ -47,7 +48,19 @@ class SmallScaleConfig:
     small_epochs: float = 4.0
     small_steps: int | None = None
     test_samples: int = 16  # best-of-N up to this N, on the demo's test problems
-    threshold: float = 0.2  # PRM_large labels a step wrong when P(wrong) > threshold
+    # PRM_large labels a step wrong when P(wrong) > threshold; None: chosen per seed on the
+    # dev problems (`core.thresholds.choose_threshold`; the paper's hand-set 0.2 suited a
+    # PRM_large that leaned positive)
+    threshold: float | None = None
+    # Fresh problems (test_samples solutions each) on which the threshold and the N that
+    # best-of-N is compared at are chosen: never the test problems.
+    dev_problems: int = 120
+    # The solver on the small models' problems (their pools, the dev and the test pools;
+    # PRM_large stays the demo's): `world.with_solver`'s cancel rate (None: the world's
+    # 0.06) and skip scale. Right answers through a wrong step are 2.5% of the world's
+    # samples; (b) outcome against (c) final-answer labels needs them common (>= 10%).
+    solver_cancel: float | None = None
+    solver_skip: float = 1.0
     convincing_wrong_share: float = 0.8
     progress: bool = True
     demo: DemoConfig = field(default_factory=lambda: DemoConfig(progress=False))
@@ -72,14 +85,15 @@ class SmallScaleConfig:
 
 # Raised when the samples a small model is trained on change for the same settings, so
 # that a cache of models trained on the old picks is not read back: 2 = uniform picks of
-# `size` distinct samples, and the 80/20 share over the whole budget.
-PICK_RULES = "picks2"
+# `size` distinct samples, and the 80/20 share over the whole budget; 3 = the small models'
+# problems followed by dev problems (the threshold chosen on them).
+PICK_RULES = "picks3"
 
 
 def quick_small_scale(seeds: tuple[int, ...] = (0,)) -> SmallScaleConfig:
     """A seconds-long run of the experiment code (smoke tests), not a result."""
     return SmallScaleConfig(seeds=seeds, problems=12, pool_size=6, sizes=(1, 2),
-                            small_steps=3, test_samples=8, progress=False,
+                            small_steps=3, test_samples=8, dev_problems=6, progress=False,
                             demo=replace(quick_config(seeds), progress=False))
 
 
@@ -95,6 +109,10 @@ class SeedSetup:
     pools: list
     checks: list
     large_probs: list  # PRM_large's step probabilities on `pools`
+    threshold: float  # PRM_large's, as set or chosen on the dev problems
+    dev: list = field(default_factory=list)  # dev problems and their pools
+    dev_pools: list = field(default_factory=list)
+    threshold_agreement: dict = field(default_factory=dict)  # on the dev pools, per threshold
 
 
 def small_scale_folder(seed: int, cfg: SmallScaleConfig, work: Path) -> Path:
@@ -106,23 +124,43 @@ def prepare_seed(seed: int, cfg: SmallScaleConfig, work: Path) -> SeedSetup:
     demo = cfg.demo
     sw = seed_world(seed, demo)
     large = seed_models(seed, demo, work, sw)
-    # The problems after the demo's pretraining split in the same stream: disjoint from
-    # its test, training and pretraining problems.
+    # The problems after the demo's pretraining split in the same stream, then the dev
+    # problems: disjoint from its test, training and pretraining problems.
     stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
-                               pretrain=demo.pretrain_problems + cfg.problems,
+                               pretrain=demo.pretrain_problems + cfg.problems + cfg.dev_problems,
                                difficulty=demo.difficulty)
-    problems = stream.pretrain[demo.pretrain_problems:]
+
+    def solver(group: list) -> list:
+        return world.with_solver(group, cfg.solver_cancel, cfg.solver_skip)
+
+    first = demo.pretrain_problems
+    problems = solver(stream.pretrain[first: first + cfg.problems])
+    dev = solver(stream.pretrain[first + cfg.problems:])
     pools = world.sample_pools(problems, cfg.pool_size, seed=seed + 2)
+    dev_pools = world.sample_pools(dev, cfg.test_samples, seed=seed + 3)
+    test = solver(sw.splits.test)  # its pools as the demo samples them, with this solver
+    if cfg.solver_cancel is None and cfg.solver_skip == 1.0:
+        test_pools = [pool[: cfg.test_samples] for pool in sw.test_pools]
+    else:
+        test_pools = world.sample_pools(test, cfg.test_samples, seed=seed + 1)
     folder = small_scale_folder(seed, cfg, work)
     folder.mkdir(parents=True, exist_ok=True)
-    large_probs = cached_scores(folder / "large_probs.json", large.prm_dir, pools, problems,
-                                cfg.progress)
+    large_probs, dev_probs = (
+        [[fill_null_steps(sp) for sp in pool] for pool in cached_scores(
+            folder / name, large.prm_dir, pl, pr, cfg.progress)]
+        for name, pl, pr in (("large_probs.json", pools, problems),
+                             ("dev_large_probs.json", dev_pools, dev)))
+    chosen, agreement = choose_threshold(world_checks(dev, dev_pools), dev_probs)
     return SeedSetup(
-        seed=seed, cfg=cfg, folder=folder, large=large, test=sw.splits.test,
-        test_pools=[pool[: cfg.test_samples] for pool in sw.test_pools],
-        problems=problems, pools=pools,
-        checks=[[world.check_solution(p, s) for s in pool] for p, pool in zip(problems, pools)],
-        large_probs=[[fill_null_steps(sp) for sp in pool] for pool in large_probs])
+        seed=seed, cfg=cfg, folder=folder, large=large, test=test, test_pools=test_pools,
+        problems=problems, pools=pools, checks=world_checks(problems, pools),
+        large_probs=large_probs, dev=dev, dev_pools=dev_pools, threshold_agreement=agreement,
+        threshold=chosen if cfg.threshold is None else cfg.threshold)
+
+
+def world_checks(problems: list, pools: list) -> list:
+    """The checker's verdict on every solution of every pool."""
+    return [[world.check_solution(p, s) for s in pool] for p, pool in zip(problems, pools)]
 
 
 def run_seeds(cfg: SmallScaleConfig, work: Path, run_seed, summarise, verdict) -> dict:

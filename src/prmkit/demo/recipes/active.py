@@ -5,9 +5,12 @@ every sample of each problem's pool; at each data size N per problem, `select_co
 takes 80% the most convincing wrong-answer samples and 20% the most convincing of the
 rest. Small PRMs trained on these selections, labelled by PRM_large, are compared with
 small PRMs trained on uniformly sampled solutions of the same size (the synthetic
-experiment's process-supervised models), by best-of-N on the demo's test problems. Data
-efficiency is the ratio of the slopes of lines fitted to accuracy against log data size,
-as the paper measures it (2.6x there).
+experiment's process-supervised models), by best-of-N* on the demo's test problems (N*
+chosen on dev problems, as the synthetic experiment's). Data efficiency is the ratio of
+the slopes of lines fitted to accuracy against log data size, as the paper measures it
+(2.6x there). Both arms again with the checker's exact labels tell the selection's effect
+from PRM_large's labels' on what it selects; the selector's own best-of-N* on the dev
+problems, against a random pick, says whether it ranks at all.
 
     prmkit demo --experiment active [--out demo-output]
 """
@@ -20,19 +23,20 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.active.efficiency import bootstrap_efficiency, efficiency, fit_log_line
-from prmkit.active.selection import (
-    Candidate,
-    SelectionConfig,
-    dedupe_key,
-    pool_diversity,
-    select_convincing,
-)
-from prmkit.demo.core.labels import Picks, examples_for, uniform_picks
+from prmkit.active.selection import pool_diversity
+from prmkit.demo.core.labels import uniform_picks
 from prmkit.demo.core.report import mean_std, pct, plot_series, publish
-from prmkit.demo.core.scores import cached_scores
-from prmkit.demo.core.small_models import references, small_model, train_small
+from prmkit.demo.core.small_models import control_dev_curve, dev_curve, references, small_model
 from prmkit.demo.core.small_scale import SeedSetup, SmallScaleConfig, quick_small_scale, run_seeds
-from prmkit.scoring.aggregate import aggregate
+from prmkit.demo.recipes.active_picks import (
+    SELECTOR,
+    active_picks,
+    candidates,
+    composition,
+    iterative_picks,
+    selector_model,
+)
+from prmkit.demo.recipes.synthetic import EVAL_N_RULE, eval_index, per_problem_at
 
 Config = SmallScaleConfig
 
@@ -42,52 +46,33 @@ def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
     return quick_small_scale(seeds)
 
 
-METHODS = {"uniform": "uniform sampling", "active": "active learning (convincing wrong answers)"}
-
-
-def selector_candidates(setup: SeedSetup) -> list[Candidate]:
-    """Every sample of the pools, scored by the selector PRM (the demo's aggregation), with
-    the grader's verdict on its final answer."""
-    selector = train_small(setup, "uniform-process-s1", "process",
-                           examples_for(setup, "process", uniform_picks(setup, 1)))
-    scores = cached_scores(setup.folder / "selector_pool_scores.json", selector, setup.pools,
-                           setup.problems, setup.cfg.progress)
-    agg = setup.cfg.demo.aggregation
-    return [Candidate(problem_id=p.id, sample_index=i, dedupe_key=dedupe_key(steps),
-                      score=aggregate(scores[k][i], agg),
-                      correct=setup.checks[k][i].final_correct)
-            for k, p in enumerate(setup.problems) for i, steps in enumerate(setup.pools[k])]
-
-
-def active_picks(setup: SeedSetup, pool: list[Candidate], size: int) -> Picks:
-    chosen = select_convincing(pool, SelectionConfig(
-        per_problem=size, convincing_wrong_share=setup.cfg.convincing_wrong_share))
-    index = {p.id: k for k, p in enumerate(setup.problems)}
-    picks: Picks = [[] for _ in setup.problems]
-    for c in chosen:
-        picks[index[c.problem_id]].append(c.sample_index)
-    return picks
-
-
-def composition(setup: SeedSetup, picks: Picks) -> dict[str, float]:
-    """Shares of the labelled samples with a wrong final answer and with a wrong process."""
-    chosen = [setup.checks[k][i] for k, idx in enumerate(picks) for i in idx]
-    return {"samples": len(chosen),
-            "wrong_answer": float(np.mean([not c.final_correct for c in chosen])),
-            "wrong_process": float(np.mean([not c.process_correct for c in chosen]))}
+# method: (label, which picks, which labels); the models' names are f"{picks}-{labels}-s{size}"
+# (uniform-process and uniform-checker are the synthetic experiment's, shared through the cache)
+METHODS = {
+    "uniform": ("uniform sampling", "uniform", "process"),
+    "active": ("active learning (convincing wrong answers)", "active", "process"),
+    "iterative": ("active learning, selector retrained each round", "iterative", "process"),
+    "uniform_checker": ("uniform sampling, the checker's labels", "uniform", "checker"),
+    "active_checker": ("active learning, the checker's labels", "active", "checker"),
+}
 
 
 def run_seed(setup: SeedSetup) -> dict:
-    pool = selector_candidates(setup)
-    out = {"seed": setup.seed, "references": references(setup), "models": {}, "selection": {}}
+    pool = candidates(setup)
+    out = {"seed": setup.seed, "references": references(setup), "models": {}, "selection": {},
+           "dev_control": control_dev_curve(setup),
+           "dev_selector": dev_curve(setup, SELECTOR, "process", selector_model(setup))}
+    rounds = iterative_picks(setup)
     for size in setup.cfg.sizes:
-        picks = {"uniform": uniform_picks(setup, size), "active": active_picks(setup, pool, size)}
-        for method, p in picks.items():
+        picks = {"uniform": uniform_picks(setup, size), "active": active_picks(setup, pool, size),
+                 "iterative": rounds[size]}
+        for method, (_, which, labels) in METHODS.items():
             t0 = time.perf_counter()
-            r = small_model(setup, f"{method}-process-s{size}", "process", p)
+            p = picks[which]
+            r = small_model(setup, f"{which}-{labels}-s{size}", labels, p)
             r["composition"] = composition(setup, p)
             out["models"].setdefault(method, {})[size] = r
-            print(f"[active] seed {setup.seed} {method:<8} {size:>3} samples/problem: "
+            print(f"[active] seed {setup.seed} {method:<15} {size:>3} samples/problem: "
                   f"best-of-{setup.cfg.ns[-1]} {r['curve'][-1]:.3f} ({r['examples']} examples, "
                   f"{100 * r['composition']['wrong_answer']:.0f}% wrong answers, "
                   f"{time.perf_counter() - t0:.0f} s)", flush=True)
@@ -106,44 +91,66 @@ def ratio_text(ratio: float | None) -> str:
     return "undefined" if ratio is None else f"{ratio:.2f}"
 
 
+def ratio_with_interval(per_seed: list[dict], sizes: list[int], i: int, arms: tuple) -> dict:
+    """Efficiency of arms[1] over arms[0] at the N of index i: the ratio of the mean curves'
+    slopes, per seed, and its bootstrap interval over seeds and problems."""
+    (u, a), arrays = ([[r["models"][m][s]["curve"][i] for s in sizes] for r in per_seed]
+                      for m in arms), [per_problem_at([r["models"][m] for r in per_seed], sizes, i)
+                                       for m in arms]
+    eff = efficiency(sizes, np.mean(u, axis=0), np.mean(a, axis=0))
+    boot = bootstrap_efficiency(sizes, *arrays, seed=0)
+    per = [efficiency(sizes, uu, aa) for uu, aa in zip(u, a)]
+    return {
+        "efficiency_ratio": _round(eff["ratio"]), "efficiency_ratio_note": eff["ratio_note"],
+        "data_multiple_at_largest": round(eff["data_multiple_at_largest"], 4),
+        "efficiency_ratio_per_seed": [_round(e["ratio"]) for e in per],
+        "efficiency_ratio_interval": boot["interval"],
+        "efficiency_ratio_interval_note": (
+            f"{100 * boot['level']:.0f}% percentile interval over {boot['replicates']} "
+            f"bootstrap replicates ({boot['resampled']}); the ratio was defined in "
+            f"{100 * boot['defined_share']:.0f}% of them"),
+        "slopes_per_seed": [{"uniform": round(e["slope_uniform"], 4),
+                             "active": round(e["slope_active"], 4)} for e in per]}
+
+
 def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
     sizes, ns = list(cfg.sizes), cfg.ns
+    i = eval_index(per_seed, ns)
     out: dict = {"seeds": len(per_seed), "seed_list": [r["seed"] for r in per_seed],
-                 "sizes": sizes, "n": ns, "best_of_n": ns[-1], "methods": {}}
-    for method, label in METHODS.items():
+                 "sizes": sizes, "n": ns, "best_of_n": ns[i], "eval_n_rule": EVAL_N_RULE,
+                 "methods": {}}
+    for method, (label, _, _) in METHODS.items():
         runs = [r["models"][method] for r in per_seed]
-        at_n = [[m[s]["curve"][-1] for s in sizes] for m in runs]
+        at_n = [[m[s]["curve"][i] for s in sizes] for m in runs]
         acc, acc_std = mean_std(at_n)
+
+        def share(key, runs=runs):
+            return mean_std([[m[s]["composition"][key] for s in sizes] for m in runs])[0]
         out["methods"][method] = {
             "label": label, "sizes": sizes, "accuracy": acc, "accuracy_std": acc_std,
             "per_seed": [[round(v, 4) for v in row] for row in at_n],
+            "accuracy_at_largest_n": mean_std([[m[s]["curve"][-1] for s in sizes]
+                                               for m in runs])[0],
             "examples": mean_std([[m[s]["examples"] for s in sizes] for m in runs])[0],
-            "wrong_answer_share": mean_std(
-                [[m[s]["composition"]["wrong_answer"] for s in sizes] for m in runs])[0],
-            "wrong_process_share": mean_std(
-                [[m[s]["composition"]["wrong_process"] for s in sizes] for m in runs])[0],
+            "wrong_answer_share": share("wrong_answer"),
+            "wrong_process_share": share("wrong_process"),
+            "large_labels_exact": share("large_labels_exact"),
+            "kinds": {kind: mean_std([[m[s]["composition"]["kinds"][kind] for s in sizes]
+                                      for m in runs])[0]
+                      for kind in runs[0][sizes[0]]["composition"]["kinds"]},
             "fit": dict(zip(("slope", "intercept"), fit_log_line(sizes, acc))),
         }
-    u, a = out["methods"]["uniform"], out["methods"]["active"]
-    eff = efficiency(sizes, u["accuracy"], a["accuracy"])
-    out["efficiency_ratio"] = _round(eff["ratio"])
-    out["efficiency_ratio_note"] = eff["ratio_note"]
-    out["data_multiple_at_largest"] = round(eff["data_multiple_at_largest"], 4)
-    per = [efficiency(sizes, uu, aa) for uu, aa in zip(u["per_seed"], a["per_seed"])]
-    out["efficiency_ratio_per_seed"] = [_round(e["ratio"]) for e in per]
-    boot = bootstrap_efficiency(sizes, *(
-        np.array([[r["models"][m][s]["per_problem"] for s in sizes] for r in per_seed])
-        for m in ("uniform", "active")), seed=0)
-    out["efficiency_ratio_interval"] = boot["interval"]
-    out["efficiency_ratio_interval_note"] = (
-        f"{100 * boot['level']:.0f}% percentile interval over {boot['replicates']} bootstrap "
-        f"replicates ({boot['resampled']}); the ratio was defined in "
-        f"{100 * boot['defined_share']:.0f}% of them")
-    out["slopes_per_seed"] = [{"uniform": round(e["slope_uniform"], 4),
-                               "active": round(e["slope_active"], 4)} for e in per]
+    out |= ratio_with_interval(per_seed, sizes, i, ("uniform", "active"))
+    out["checker_labels"] = ratio_with_interval(per_seed, sizes, i,
+                                                ("uniform_checker", "active_checker"))
+    out["iterative"] = ratio_with_interval(per_seed, sizes, i, ("uniform", "iterative"))
+    selector, random_pick = (mean_std([r["dev_selector"] for r in per_seed])[0][j]
+                             for j in (i, 0))
+    out["selector"] = {"model": SELECTOR, "dev_best_of_n": selector,
+                       "dev_random_pick": random_pick, "beats_random": selector > random_pick}
     for ref in ("majority", "pass"):
         m, s = mean_std([r["references"][ref] for r in per_seed])
-        out[ref] = {"n": ns, "accuracy": m[-1], "accuracy_std": s[-1]}
+        out[ref] = {"n": ns, "accuracy": m[i], "accuracy_std": s[i]}
     out["pool_diversity"] = {str(s): {k: round(float(np.mean([r["selection"][s][k] for r in per_seed])), 4)
                                  for k in per_seed[0]["selection"][s]} for s in sizes}
     return out
@@ -154,8 +161,9 @@ def verdict(summary: dict) -> str:
     sizes = summary["sizes"]
     gaps = np.array(a["per_seed"]) - np.array(u["per_seed"])
     lines = [
-        f"Best-of-{n}, % of test problems solved, mean ± std over {summary['seeds']} seeds, at "
-        f"{sizes} samples per problem: uniform "
+        f"Best-of-{n} (N* on the dev problems: {summary['eval_n_rule']}), % of test problems "
+        f"solved, mean ± std over {summary['seeds']} seeds, at {sizes} samples per problem: "
+        "uniform "
         + ", ".join(pct(m, s) for m, s in zip(u["accuracy"], u["accuracy_std"]))
         + "; active " + ", ".join(pct(m, s) for m, s in zip(a["accuracy"], a["accuracy_std"])) + ".",
         f"Fitted slopes per doubling of the data: uniform {100 * u['fit']['slope']:+.2f} points, "
@@ -172,7 +180,23 @@ def verdict(summary: dict) -> str:
                      "of slopes does not measure data efficiency.")
     wa = a["wrong_answer_share"]
     lines.append(f"Selected sets hold {', '.join(f'{100 * w:.0f}%' for w in wa)} wrong-answer "
-                 f"samples (uniform: {', '.join(f'{100 * w:.0f}%' for w in u['wrong_answer_share'])}).")
+                 f"samples (uniform: {', '.join(f'{100 * w:.0f}%' for w in u['wrong_answer_share'])}); "
+                 "PRM_large finds their first wrong step exactly in "
+                 f"{', '.join(f'{100 * w:.0f}%' for w in a['large_labels_exact'])} (uniform: "
+                 f"{', '.join(f'{100 * w:.0f}%' for w in u['large_labels_exact'])}).")
+    sel = summary["selector"]
+    lines.append(f"The selector's best-of-{n} on the dev problems {100 * sel['dev_best_of_n']:.1f}% "
+                 f"against {100 * sel['dev_random_pick']:.1f}% for a random pick: it "
+                 + ("ranks." if sel["beats_random"] else "does not rank better than chance."))
+    uc, ac = summary["methods"]["uniform_checker"], summary["methods"]["active_checker"]
+    lines.append("With the checker's exact labels instead of PRM_large's: uniform "
+                 + ", ".join(pct(m, s) for m, s in zip(uc["accuracy"], uc["accuracy_std"]))
+                 + "; active " + ", ".join(pct(m, s) for m, s in zip(ac["accuracy"], ac["accuracy_std"]))
+                 + f"; ratio {ratio_text(summary['checker_labels']['efficiency_ratio'])}.")
+    it = summary["methods"]["iterative"]
+    lines.append("Iterative (the selector retrained on each round's labels): "
+                 + ", ".join(pct(m, s) for m, s in zip(it["accuracy"], it["accuracy_std"]))
+                 + f"; ratio {ratio_text(summary['iterative']['efficiency_ratio'])}.")
     return " ".join(lines)
 
 
@@ -185,10 +209,13 @@ def figure_title(summary: dict) -> str:
 
 
 def plot_active(summary: dict, path: Path) -> Path:
-    """Accuracy against samples per problem, with the fitted lines, for both methods."""
+    """Accuracy against samples per problem, with the fitted lines, for the arms labelled
+    by PRM_large (the arms with the checker's labels are in the table)."""
     sizes = summary["sizes"]
     series = {}
-    for color, m in zip(("C0", "C1"), summary["methods"].values()):
+    for (method, m), color in zip(summary["methods"].items(), ("C0", "C1", "C2")):
+        if METHODS[method][2] == "checker":
+            continue
         series[m["label"]] = {"x": sizes, "mean": m["accuracy"], "std": m["accuracy_std"],
                               "color": color}
         fit = m["fit"]
@@ -205,13 +232,15 @@ def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
     sizes, n = summary["sizes"], summary["best_of_n"]
     plots = {f"Best-of-{n} against samples per problem, with fitted lines (mean ± std over seeds)":
              plot_active(summary, out / "active_learning.png")}
-    u, a = summary["methods"]["uniform"], summary["methods"]["active"]
+    methods = summary["methods"]
+    a = methods["active"]
     tables = {f"Best-of-{n}: % solved against samples per problem (mean ± std)": {
-        "columns": ["samples / problem", "uniform", "active", "active: wrong answers",
+        "columns": ["samples / problem", *(m["label"] for m in methods.values()),
+                    "active: wrong answers", "active: PRM_large's labels exact",
                     "active: selected share of distinct pool"],
-        "rows": [[s, pct(u["accuracy"][i], u["accuracy_std"][i]),
-                  pct(a["accuracy"][i], a["accuracy_std"][i]),
+        "rows": [[s, *(pct(m["accuracy"][i], m["accuracy_std"][i]) for m in methods.values()),
                   f"{100 * a['wrong_answer_share'][i]:.0f}%",
+                  f"{100 * a['large_labels_exact'][i]:.0f}%",
                   f"{100 * summary['pool_diversity'][str(s)]['selected_share_of_distinct']:.0f}%"]
                  for i, s in enumerate(sizes)]}}
     publish(out, summary, plots, tables, "active", "prmkit demo: active learning")

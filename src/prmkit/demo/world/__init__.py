@@ -31,6 +31,7 @@ from prmkit.demo.world.problems import (
     WorldSplits,
     make_problems,
     make_splits,
+    with_solver,
 )
 from prmkit.demo.world.solver import sample_pools, sample_solutions
 from prmkit.demo.world.stats import WorldStats, main, majority_answer, world_stats
@@ -41,5 +42,5 @@ __all__ = [
     "Tree", "WorldProblem", "WorldSplits", "WorldStats", "build_tree", "check_solution",
     "corpus_documents", "corpus_text", "extract_final_answer", "main", "majority_answer",
     "make_problems", "make_splits", "ood_problems", "sample_pools", "sample_solutions",
-    "to_scored_samples", "to_step_examples", "world_stats",
+    "to_scored_samples", "to_step_examples", "with_solver", "world_stats",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from prmkit.data.records import Problem
@@ -179,3 +179,20 @@ def make_splits(
             raise PrmkitError(f"{name} split size must be >= 0, got {n}")
     stream = make_problems(test + train + pretrain, seed=seed, difficulty=difficulty)
     return WorldSplits(stream[:test], stream[test:test + train], stream[test + train:])
+
+
+def with_solver(problems: Sequence[WorldProblem], cancel: float | None = None,
+                skip_scale: float = 1.0) -> list[WorldProblem]:
+    """The problems with their solver's rates changed: `cancel`, the chance that a step
+    computed from a wrong value slips back onto the value it expects (None keeps each
+    problem's), and steps done in the head (not written) `skip_scale` times as often (at
+    most 0.6 per step). Both make right answers reached through a wrong step commoner."""
+    if cancel is not None and not 0.0 <= cancel <= 1.0:
+        raise PrmkitError(f"cancel must lie in [0, 1], got {cancel}")
+    if skip_scale < 0:
+        raise PrmkitError(f"skip_scale must be >= 0, got {skip_scale}")
+    if cancel is None and skip_scale == 1.0:
+        return list(problems)
+    return [replace(p, propensity=replace(
+        p.propensity, cancel=p.propensity.cancel if cancel is None else cancel,
+        skip=min(0.6, p.propensity.skip * skip_scale))) for p in problems]

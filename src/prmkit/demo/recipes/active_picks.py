@@ -1,0 +1,88 @@
+"""What the active-learning experiment labels: the selector, its scored pools, the paper's
+80/20 selection once (`active_picks`) or round by round with the selector retrained on
+everything labelled so far (`iterative_picks`), and what a selection holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from prmkit.active.selection import Candidate, SelectionConfig, dedupe_key, select_convincing
+from prmkit.demo.core.labels import Picks, examples_for, uniform_picks
+from prmkit.demo.core.scores import cached_scores
+from prmkit.demo.core.small_models import train_small
+from prmkit.demo.core.small_scale import SeedSetup
+from prmkit.demo.core.thresholds import label_agreement
+from prmkit.demo.world.error_kinds import KINDS, error_kind
+from prmkit.scoring.aggregate import aggregate
+
+SELECTOR = "uniform-process-s1"  # the uniform process model at 1 sample per problem
+
+
+def selector_model(setup: SeedSetup) -> Path:
+    return train_small(setup, SELECTOR, "process",
+                       examples_for(setup, "process", uniform_picks(setup, 1)))
+
+
+def candidates(setup: SeedSetup, model_dir: Path | None = None,
+               scores_file: str = "selector_pool_scores.json") -> list[Candidate]:
+    """Every sample of the pools, scored by a selector PRM (the demo's aggregation; the
+    first selector unless given), with the grader's verdict on its final answer."""
+    scores = cached_scores(setup.folder / scores_file, model_dir or selector_model(setup),
+                           setup.pools, setup.problems, setup.cfg.progress)
+    agg = setup.cfg.demo.aggregation
+    return [Candidate(problem_id=p.id, sample_index=i, dedupe_key=dedupe_key(steps),
+                      score=aggregate(scores[k][i], agg),
+                      correct=setup.checks[k][i].final_correct)
+            for k, p in enumerate(setup.problems) for i, steps in enumerate(setup.pools[k])]
+
+
+def active_picks(setup: SeedSetup, pool: list[Candidate], size: int) -> Picks:
+    chosen = select_convincing(pool, SelectionConfig(
+        per_problem=size, convincing_wrong_share=setup.cfg.convincing_wrong_share))
+    index = {p.id: k for k, p in enumerate(setup.problems)}
+    picks: Picks = [[] for _ in setup.problems]
+    for c in chosen:
+        picks[index[c.problem_id]].append(c.sample_index)
+    return picks
+
+
+def iterative_picks(setup: SeedSetup) -> dict[int, Picks]:
+    """Per size, the picks of rounds that each add the 80/20 selection of the next
+    `size - previous size` per problem among samples not yet labelled (duplicates
+    included), scored by a selector retrained on all picks so far (PRM_large's process
+    labels; the first round's selector is `active_picks`'). The model trained on a round's
+    picks, `iterative-process-s{size}`, selects the next round."""
+    picks: Picks = [[] for _ in setup.problems]
+    model, done, out = None, 0, {}
+    for size in setup.cfg.sizes:
+        scores_file = ("selector_pool_scores.json" if model is None
+                       else f"iterative-process-s{done}/pool_scores.json")
+        labelled = {(setup.problems[k].id, dedupe_key(setup.pools[k][i]))
+                    for k, idx in enumerate(picks) for i in idx}
+        pool = [c for c in candidates(setup, model, scores_file)
+                if (c.problem_id, c.dedupe_key) not in labelled]
+        for k, new in enumerate(active_picks(setup, pool, size - done)):
+            picks[k] = picks[k] + new
+        out[size] = [list(p) for p in picks]
+        model = train_small(setup, f"iterative-process-s{size}", "process",
+                            examples_for(setup, "process", picks))
+        done = size
+    return out
+
+
+def composition(setup: SeedSetup, picks: Picks) -> dict[str, float]:
+    """Shares of the labelled samples with a wrong final answer and with a wrong process,
+    and of those whose first wrong step PRM_large finds exactly (its labels' accuracy); the
+    share of each kind of mistake (`right`: none)."""
+    chosen = [setup.checks[k][i] for k, idx in enumerate(picks) for i in idx]
+    probs = [setup.large_probs[k][i] for k, idx in enumerate(picks) for i in idx]
+    kinds = [error_kind(setup.problems[k], setup.pools[k][i], setup.checks[k][i])
+             for k, idx in enumerate(picks) for i in idx]
+    return {"samples": len(chosen),
+            "kinds": {kind: kinds.count(kind) / max(len(kinds), 1) for kind in ("right", *KINDS)},
+            "wrong_answer": float(np.mean([not c.final_correct for c in chosen])),
+            "wrong_process": float(np.mean([not c.process_correct for c in chosen])),
+            "large_labels_exact": label_agreement([chosen], [probs], setup.threshold)[
+                "process_first_error_exact"]}
