@@ -93,3 +93,18 @@ def small_model(setup: SeedSetup, name: str, kind: str, picks: Picks) -> dict:
     curve, per_problem = best_of_n(setup, name, kind, model_dir)
     return {"curve": curve, "per_problem": per_problem, "examples": len(examples),
             "positive_share": float(np.mean(positive)) if positive else 0.0}
+
+
+EVAL_N_RULE = ("N* is where the checker-labelled control at the largest size peaks in "
+               "best-of-N on the dev problems (fresh problems, mean over seeds; the smaller N "
+               "on ties)")
+
+
+def eval_index(per_seed: list[dict], ns: list[int]) -> int:
+    """The index in ns of N* (`EVAL_N_RULE`)."""
+    return ns.index(peak_n(ns, [r["dev_control"] for r in per_seed]))
+
+
+def per_problem_at(runs: list[dict], sizes: list[int], i: int) -> np.ndarray:
+    """[seeds, sizes, problems]: each test problem's best-of-N at the N of index i."""
+    return np.array([[[row[i] for row in m[s]["per_problem"]] for s in sizes] for m in runs])

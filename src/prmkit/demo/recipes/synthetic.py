@@ -18,12 +18,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
 from prmkit.active.efficiency import bootstrap_difference, bootstrap_slope
 from prmkit.demo.core.labels import label_agreement, uniform_picks
 from prmkit.demo.core.report import mean_std, pct, plot_series, publish
-from prmkit.demo.core.small_models import control_dev_curve, peak_n, references, small_model
+from prmkit.demo.core.small_models import (
+    EVAL_N_RULE,
+    control_dev_curve,
+    eval_index,
+    per_problem_at,
+    references,
+    small_model,
+)
 from prmkit.demo.core.small_scale import SeedSetup, SmallScaleConfig, quick_small_scale, run_seeds
 from prmkit.demo.core.thresholds import THRESHOLDS
 
@@ -61,21 +66,6 @@ def run_seed(setup: SeedSetup) -> dict:
                   f"({r['examples']} examples, {time.perf_counter() - t0:.0f} s)", flush=True)
     out["dev_control"] = control_dev_curve(setup)
     return out
-
-
-EVAL_N_RULE = ("N* is where the checker-labelled control at the largest size peaks in "
-               "best-of-N on the dev problems (fresh problems, mean over seeds; the smaller N "
-               "on ties)")
-
-
-def eval_index(per_seed: list[dict], ns: list[int]) -> int:
-    """The index in ns of N* (`EVAL_N_RULE`)."""
-    return ns.index(peak_n(ns, [r["dev_control"] for r in per_seed]))
-
-
-def per_problem_at(runs: list[dict], sizes: list[int], i: int) -> np.ndarray:
-    """[seeds, sizes, problems]: each test problem's best-of-N at the N of index i."""
-    return np.array([[[row[i] for row in m[s]["per_problem"]] for s in sizes] for m in runs])
 
 
 def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:

@@ -26,9 +26,17 @@ from prmkit.active.efficiency import bootstrap_efficiency, efficiency, fit_log_l
 from prmkit.active.selection import pool_diversity
 from prmkit.demo.core.labels import uniform_picks
 from prmkit.demo.core.report import mean_std, pct, plot_series, publish
-from prmkit.demo.core.small_models import control_dev_curve, dev_curve, references, small_model
+from prmkit.demo.core.small_models import (
+    EVAL_N_RULE,
+    control_dev_curve,
+    dev_curve,
+    eval_index,
+    per_problem_at,
+    references,
+    small_model,
+)
 from prmkit.demo.core.small_scale import SeedSetup, SmallScaleConfig, quick_small_scale, run_seeds
-from prmkit.demo.recipes.active_picks import (
+from prmkit.demo.recipes.active.picks import (
     SELECTOR,
     active_picks,
     candidates,
@@ -36,7 +44,6 @@ from prmkit.demo.recipes.active_picks import (
     iterative_picks,
     selector_model,
 )
-from prmkit.demo.recipes.synthetic import EVAL_N_RULE, eval_index, per_problem_at
 
 Config = SmallScaleConfig
 
