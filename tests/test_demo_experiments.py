@@ -25,7 +25,7 @@ from prmkit.demo.core.small_scale import (
     quick_small_scale,
 )
 from prmkit.demo.core.thresholds import THRESHOLDS
-from prmkit.demo.recipes.active import active_picks, figure_title
+from prmkit.demo.recipes.active import active_picks, figure_title, iterative_picks
 from prmkit.demo.recipes.active import run as run_active
 
 
@@ -181,6 +181,17 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     assert act["methods"]["active"]["wrong_answer_share"][0] == pytest.approx(share, abs=1e-4)
     assert act["efficiency_ratio_interval"] is None or len(act["efficiency_ratio_interval"]) == 2
     assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0
+    # The iterative variant: each round adds to the last, never a sample already labelled
+    # (nor its duplicate), the selector retrained on the rounds so far (read back, cached).
+    rounds = iterative_picks(setup)
+    for small, big in zip(setup.cfg.sizes, setup.cfg.sizes[1:]):
+        for k, pool in enumerate(setup.pools):
+            assert rounds[big][k][: len(rounds[small][k])] == rounds[small][k]
+            keys = [dedupe_key(pool[i]) for i in rounds[big][k]]
+            assert len(keys) == len(set(keys)) <= big
+    assert (setup.folder / "iterative-process-s1" / "pool_scores.json").exists()
+    kinds = act["methods"]["active"]["kinds"]
+    assert sum(kinds[kind][0] for kind in kinds) == pytest.approx(1.0, abs=1e-3)
     su, sa = (act["methods"][m]["fit"]["slope"] for m in ("uniform", "active"))
     if ratio_undefined(su, sa) is None:  # the ratio of the fitted slopes where defined
         assert act["efficiency_ratio"] == pytest.approx(sa / su, abs=1e-4)
