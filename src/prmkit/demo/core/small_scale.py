@@ -47,7 +47,9 @@ class SmallScaleConfig:
     # `small_steps` optimizer steps whatever the data size.
     small_epochs: float = 4.0
     small_steps: int | None = None
-    test_samples: int = 16  # best-of-N up to this N, on the demo's test problems
+    # Best-of-N up to this N, estimated over this many samples of each of the demo's test
+    # problems (its full pools: 256; the first 16 each, before)
+    test_samples: int = 256
     # PRM_large labels a step wrong when P(wrong) > threshold; None: chosen per seed on the
     # dev problems (`core.thresholds.choose_threshold`; the paper's hand-set 0.2 suited a
     # PRM_large that leaned positive)
