@@ -27,6 +27,7 @@ from prmkit.demo.core.small_scale import (
 from prmkit.demo.core.thresholds import THRESHOLDS
 from prmkit.demo.recipes.active import active_picks, figure_title, iterative_picks
 from prmkit.demo.recipes.active import run as run_active
+from prmkit.demo.recipes.active.picks import candidates, selector_model
 
 
 def _setup(probs_rng: int = 0, problems: int = 10, pool: int = 12) -> SeedSetup:
@@ -183,7 +184,7 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0
     # The iterative variant: each round adds to the last, never a sample already labelled
     # (nor its duplicate), the selector retrained on the rounds so far (read back, cached).
-    rounds = iterative_picks(setup)
+    rounds = iterative_picks(setup, candidates(setup, selector_model(setup)))
     for small, big in zip(setup.cfg.sizes, setup.cfg.sizes[1:]):
         for k, pool in enumerate(setup.pools):
             assert rounds[big][k][: len(rounds[small][k])] == rounds[small][k]

@@ -42,7 +42,7 @@ def _convert(value: str, kind: Any, current: Any) -> Any:
     if type(None) in args:
         if value.strip().lower() in ("none", "null"):
             return None
-        (kind,) = [a for a in args if a is not type(None)][:1] or [str]
+        kind = next((a for a in args if a is not type(None)), str)
     if kind is bool or isinstance(current, bool):
         choices = {"true": True, "false": False}
         if value.lower() not in choices:

@@ -65,11 +65,12 @@ METHODS = {
 
 
 def run_seed(setup: SeedSetup) -> dict:
-    pool = candidates(setup)
+    selector = selector_model(setup)
+    pool = candidates(setup, selector)
     out = {"seed": setup.seed, "references": references(setup), "models": {}, "selection": {},
            "dev_control": control_dev_curve(setup),
-           "dev_selector": dev_curve(setup, SELECTOR, "process", selector_model(setup))}
-    rounds = iterative_picks(setup)
+           "dev_selector": dev_curve(setup, SELECTOR, "process", selector)}
+    rounds = iterative_picks(setup, pool)
     for size in setup.cfg.sizes:
         picks = {"uniform": uniform_picks(setup, size), "active": active_picks(setup, pool, size),
                  "iterative": rounds[size]}
@@ -101,9 +102,8 @@ def ratio_text(ratio: float | None) -> str:
 def ratio_with_interval(per_seed: list[dict], sizes: list[int], i: int, arms: tuple) -> dict:
     """Efficiency of arms[1] over arms[0] at the N of index i: the ratio of the mean curves'
     slopes, per seed, and its bootstrap interval over seeds and problems."""
-    (u, a), arrays = ([[r["models"][m][s]["curve"][i] for s in sizes] for r in per_seed]
-                      for m in arms), [per_problem_at([r["models"][m] for r in per_seed], sizes, i)
-                                       for m in arms]
+    u, a = ([[r["models"][m][s]["curve"][i] for s in sizes] for r in per_seed] for m in arms)
+    arrays = [per_problem_at([r["models"][m] for r in per_seed], sizes, i) for m in arms]
     eff = efficiency(sizes, np.mean(u, axis=0), np.mean(a, axis=0))
     boot = bootstrap_efficiency(sizes, *arrays, seed=0)
     per = [efficiency(sizes, uu, aa) for uu, aa in zip(u, a)]

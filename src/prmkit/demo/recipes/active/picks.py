@@ -25,12 +25,12 @@ def selector_model(setup: SeedSetup) -> Path:
                        examples_for(setup, "process", uniform_picks(setup, 1)))
 
 
-def candidates(setup: SeedSetup, model_dir: Path | None = None,
+def candidates(setup: SeedSetup, model_dir: Path,
                scores_file: str = "selector_pool_scores.json") -> list[Candidate]:
-    """Every sample of the pools, scored by a selector PRM (the demo's aggregation; the
-    first selector unless given), with the grader's verdict on its final answer."""
-    scores = cached_scores(setup.folder / scores_file, model_dir or selector_model(setup),
-                           setup.pools, setup.problems, setup.cfg.progress)
+    """Every sample of the pools, scored by a selector PRM (the demo's aggregation), with
+    the grader's verdict on its final answer."""
+    scores = cached_scores(setup.folder / scores_file, model_dir, setup.pools, setup.problems,
+                           setup.cfg.progress)
     agg = setup.cfg.demo.aggregation
     return [Candidate(problem_id=p.id, sample_index=i, dedupe_key=dedupe_key(steps),
                       score=aggregate(scores[k][i], agg),
@@ -48,26 +48,25 @@ def active_picks(setup: SeedSetup, pool: list[Candidate], size: int) -> Picks:
     return picks
 
 
-def iterative_picks(setup: SeedSetup) -> dict[int, Picks]:
+def iterative_picks(setup: SeedSetup, first: list[Candidate]) -> dict[int, Picks]:
     """Per size, the picks of rounds that each add the 80/20 selection of the next
     `size - previous size` per problem among samples not yet labelled (duplicates
     included), scored by a selector retrained on all picks so far (PRM_large's process
-    labels; the first round's selector is `active_picks`'). The model trained on a round's
-    picks, `iterative-process-s{size}`, selects the next round."""
+    labels; the first round's pool is `first`, the first selector's `candidates`). The
+    model trained on a round's picks, `iterative-process-s{size}`, selects the next round."""
     picks: Picks = [[] for _ in setup.problems]
-    model, done, out = None, 0, {}
+    scored, done, out = first, 0, {}
     for size in setup.cfg.sizes:
-        scores_file = ("selector_pool_scores.json" if model is None
-                       else f"iterative-process-s{done}/pool_scores.json")
         labelled = {(setup.problems[k].id, dedupe_key(setup.pools[k][i]))
                     for k, idx in enumerate(picks) for i in idx}
-        pool = [c for c in candidates(setup, model, scores_file)
-                if (c.problem_id, c.dedupe_key) not in labelled]
+        pool = [c for c in scored if (c.problem_id, c.dedupe_key) not in labelled]
         for k, new in enumerate(active_picks(setup, pool, size - done)):
             picks[k] = picks[k] + new
         out[size] = [list(p) for p in picks]
-        model = train_small(setup, f"iterative-process-s{size}", "process",
-                            examples_for(setup, "process", picks))
+        if size != setup.cfg.sizes[-1]:  # the next round's selector and its scores
+            model = train_small(setup, f"iterative-process-s{size}", "process",
+                                examples_for(setup, "process", picks))
+            scored = candidates(setup, model, f"iterative-process-s{size}/pool_scores.json")
         done = size
     return out
 
