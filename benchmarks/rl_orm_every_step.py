@@ -1,0 +1,78 @@
+"""Does an ORM trained as Cobbe et al. train theirs (the final answer's verdict as the label
+of every step, the score read at the last one) rank the RL policy's own samples, where the
+experiment's ORM (one label, at the end) does not?
+
+    python benchmarks/rl_orm_every_step.py --work WORK [--seed 0]
+
+WORK is the RL experiment's work folder (`prmkit demo --experiment rl --out OUT` leaves it
+in OUT/work) holding the seed's fine-tuned policy. The ORM sees the same solutions as the
+experiment's own reward models (`cfg.own_samples` policy samples of each of the first
+`cfg.own_problems` training problems, the same sampling seed), with the demo's base and
+reward-model settings; then best-of-`bon_n` on the experiment's evaluation problems, as
+its regime check measures it (`rl.eval.best_of_n`), with the last step's score and with
+the demo's `min` aggregation. About 6 minutes on two threads; prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from prmkit.data.records import StepExample
+from prmkit.demo import world
+from prmkit.demo.core.config import torch_settings
+from prmkit.demo.core.seed import seed_world, train_reward_model
+from prmkit.demo.lm.base import resolve_base
+from prmkit.demo.lm.policy import policy_sampler, sample, solution_steps
+from prmkit.demo.recipes.rl.config import RLConfig
+from prmkit.demo.recipes.rl.eval import Counting, best_of_n
+from prmkit.scoring import Scorer
+
+
+def every_step(ex: StepExample) -> StepExample:
+    """The outcome as every step's label (Cobbe et al.'s verifier targets, per step)."""
+    return StepExample(ex.problem, ex.steps, tuple(ex.outcome for _ in ex.steps),
+                       tuple(1 if ex.outcome else -1 for _ in ex.steps), ex.outcome, ex.group)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    cfg = RLConfig()
+    cfg.demo = replace(cfg.demo, progress=False, threads=args.threads)
+    seed = args.seed
+    policies = sorted((Path(args.work) / "rl" / f"seed{seed}").glob("policy-*"))
+    if len(policies) != 1:
+        raise SystemExit(f"{len(policies)} policies for seed {seed} under {args.work}/rl: "
+                         "run the experiment first, in a work folder of its own")
+    policy = policies[0]
+    sw = seed_world(seed, cfg.demo)
+    out = Path(args.work) / "rl" / f"seed{seed}" / "orm-every-step"
+    t0 = time.perf_counter()
+    with torch_settings(args.threads):
+        chosen = list(sw.splits.train[: cfg.own_problems])
+        drawn = sample(policy_sampler(policy), chosen, cfg.own_samples, cfg.temperature,
+                       cfg.max_completion, seed + 3)  # as rl.own_models draws them
+        pools = [[s for s in (solution_steps(t) for t, _ in pool) if s] for pool in drawn]
+        examples = [every_step(e) for e in world.to_step_examples(chosen, pools, "orm", True)]
+        model = train_reward_model("prm", resolve_base(cfg.demo.base, progress=False), examples,
+                                   out, cfg.demo, seed)
+        orm = Counting(Scorer.from_pretrained(model, dtype=None, token_budget=16384))
+        picks = {agg: best_of_n(policy_sampler(policy), list(sw.splits.test[: cfg.eval_problems]),
+                                replace(cfg, demo=replace(cfg.demo, aggregation=agg)), seed, orm)[0]
+                 for agg in ("last", "min")}
+    held_out = [json.loads(line) for line in (out / "metrics.jsonl").open()
+                if '"eval"' in line][-1]
+    print(json.dumps({"seed": seed, "examples": len(examples), "held_out": held_out,
+                      "best_of_n": picks, "seconds": round(time.perf_counter() - t0, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
