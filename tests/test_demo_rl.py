@@ -249,36 +249,50 @@ def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_pa
     assert multi, "no completion got different credit on different steps"
 
 
-def _trained_weights(cfg, s, out) -> tuple[dict, bool]:
+def _trained_weights(cfg, s, out) -> tuple[dict, bool, set]:
+    """Weights after a short GRPO run, whether checkpointing was on, and the log-prob tile
+    widths TRL used at each step."""
+    from transformers import TrainerCallback
+    from trl.trainer import utils as trl_utils
+
+    widths: set[int] = set()
+
+    class Widths(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            widths.add(trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE)
+
     trainer = rl_trainer.grpo_trainer("prm_process", cfg, 0, s.policy_dir,
                                       rl_trainer.prompt_rows(s.problems, cfg, s.seed), s.problems,
-                                      s.prm, s.orm, out, rl_trainer.Ledger())
+                                      s.prm, s.orm, out, rl_trainer.Ledger(), [Widths()])
     trainer.train()
     return ({k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
-            trainer.model.is_gradient_checkpointing)
+            trainer.model.is_gradient_checkpointing, widths)
 
 
 def test_the_demos_grpo_trains_exactly_as_with_trls_checkpointing_and_wide_tiles(
         setup, tmp_path, monkeypatch):
+    import contextlib
+
     import trl
     from transformers import AutoConfig, AutoModelForCausalLM
     from trl.trainer import utils as trl_utils
 
     cfg, s = setup
     cfg = replace(cfg, steps=2)
-    ours, checkpointed = _trained_weights(cfg, s, tmp_path / "ours")
-    assert not checkpointed
-    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == AutoConfig.from_pretrained(
-        s.policy_dir).vocab_size < 32768
+    trl_width = trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE
+    vocab = AutoConfig.from_pretrained(s.policy_dir).vocab_size
+    assert vocab < trl_width
+    ours, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "ours")
+    assert not checkpointed and widths == {vocab}
+    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == trl_width  # TRL's width back after training
     start = AutoModelForCausalLM.from_pretrained(s.policy_dir).state_dict()
     assert any(not torch.equal(start[k], ours[k]) for k in ours), "training moved nothing"
     real_config = trl.GRPOConfig
     monkeypatch.setattr(trl, "GRPOConfig",
                         lambda **kw: real_config(**{**kw, "gradient_checkpointing": True}))
-    monkeypatch.setattr(rl_trainer, "fit_logprob_tiles", lambda vocab: setattr(
-        trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE", rl_trainer.trl_logprob_chunk()))
-    theirs, checkpointed = _trained_weights(cfg, s, tmp_path / "trl")
-    assert checkpointed and trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == 32768
+    monkeypatch.setattr(rl_trainer, "logprob_tiles", lambda vocab: contextlib.nullcontext())
+    theirs, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "trl")
+    assert checkpointed and widths == {trl_width}
     assert ours.keys() == theirs.keys()
     moved = [k for k in ours if not torch.equal(ours[k], theirs[k])]
     assert not moved, f"weights differ: {moved[:3]}"

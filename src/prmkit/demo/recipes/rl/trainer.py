@@ -3,7 +3,7 @@ trainer for one reward, recording what it trains on, and the held-out evaluation
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +89,10 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
                                     ("advantages", "completion_ids", "completion_mask")}}
             return result
 
+        def train(self, *args, **kwargs):
+            with logprob_tiles(self.model.config.vocab_size):
+                return super().train(*args, **kwargs)
+
     args = GRPOConfig(
         output_dir=str(out), per_device_train_batch_size=cfg.prompts_per_step * cfg.generations,
         num_generations=cfg.generations, max_completion_length=cfg.max_completion,
@@ -100,31 +104,29 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
         # and recomputes the forward (0.47 s of a 4.6 s step: benchmarks/profile_rl_step.py)
         gradient_checkpointing=False)
     quiet_trainer_logs(cfg.demo.progress)
-    fit_logprob_tiles(model.config.vocab_size)
     trainer = Recorded(model=model, processing_class=tokenizer, args=args, reward_funcs=funcs,
                        train_dataset=Dataset.from_list(rows), callbacks=list(callbacks), **kwargs)
     quiet_trainer_logs(cfg.demo.progress, trainer)
     return trainer
 
 
-@functools.cache
-def trl_logprob_chunk() -> int | None:
-    """The vocabulary width of TRL's log-prob tiles as TRL sets it (None: a TRL without them)."""
+@contextlib.contextmanager
+def logprob_tiles(vocab_size: int):
+    """While it is open, TRL's fused log-prob head projects through tiles as wide as a
+    vocabulary narrower than TRL's 32,768 (for the demo's 458 tokens TRL allocates 512 MB
+    twice a step: 0.67 s of 4.6). The same numbers either way, one chunk (a test compares
+    the weights after training); TRL's width comes back on exit."""
     from trl.trainer import utils
 
-    return getattr(utils, "_CHUNKED_LOGPROB_CHUNK_SIZE", None)
-
-
-def fit_logprob_tiles(vocab_size: int) -> None:
-    """TRL's fused log-prob head projects through the LM head in [4096, 32768] fp32 tiles
-    whatever the vocabulary: 512 MB allocated twice a step for the demo's 458 tokens (0.67 s
-    of 4.6). Tiles as wide as a narrower vocabulary compute the same numbers (one chunk
-    either way; a test compares the weights after training)."""
-    from trl.trainer import utils
-
-    default = trl_logprob_chunk()
-    if default is not None:
-        utils._CHUNKED_LOGPROB_CHUNK_SIZE = min(default, vocab_size)
+    default = getattr(utils, "_CHUNKED_LOGPROB_CHUNK_SIZE", None)  # None: a TRL without tiles
+    if default is None:
+        yield
+        return
+    utils._CHUNKED_LOGPROB_CHUNK_SIZE = min(default, vocab_size)
+    try:
+        yield
+    finally:
+        utils._CHUNKED_LOGPROB_CHUNK_SIZE = default
 
 
 def eval_callback(cfg: RLConfig, sampler, run_eval, curve: list):
