@@ -26,9 +26,10 @@ from prmkit.demo import world
 from prmkit.demo.core.config import torch_settings
 from prmkit.demo.core.seed import seed_world, train_reward_model
 from prmkit.demo.lm.base import resolve_base
-from prmkit.demo.lm.policy import policy_sampler, sample, solution_steps
+from prmkit.demo.lm.policy import policy_sampler
 from prmkit.demo.recipes.rl.config import RLConfig
 from prmkit.demo.recipes.rl.eval import Counting, best_of_n
+from prmkit.demo.recipes.rl.own_models import own_pools
 from prmkit.scoring import Scorer
 
 
@@ -56,10 +57,7 @@ def main() -> int:
     out = Path(args.work) / "rl" / f"seed{seed}" / "orm-every-step"
     t0 = time.perf_counter()
     with torch_settings(args.threads):
-        chosen = list(sw.splits.train[: cfg.own_problems])
-        drawn = sample(policy_sampler(policy), chosen, cfg.own_samples, cfg.temperature,
-                       cfg.max_completion, seed + 3)  # as rl.own_models draws them
-        pools = [[s for s in (solution_steps(t) for t, _ in pool) if s] for pool in drawn]
+        chosen, pools, _ = own_pools(seed, cfg, sw.splits.train, policy)  # as own_models draws them
         examples = [every_step(e) for e in world.to_step_examples(chosen, pools, "orm", True)]
         model = train_reward_model("prm", resolve_base(cfg.demo.base, progress=False), examples,
                                    out, cfg.demo, seed)

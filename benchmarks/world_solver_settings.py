@@ -2,9 +2,9 @@
 setting (`world.with_solver`): what chose `solver_cancel` and `solver_skip` for the
 small-scale experiments' (b)-against-(c) comparison, by the world's sampler alone.
 
-    python benchmarks/world_solver_settings.py   # about 3 minutes, no model
+    python benchmarks/world_solver_settings.py   # about 35 seconds, no model
 
-The small models' problems of each seed (as `core.small_scale.prepare_seed` draws them),
+The small models' problems of each seed (`core.small_scale.small_problems`),
 their pools sampled as there; prints the share per (cancel, skip multiple): seed 0 with
 pools of 64 over the grid, then cancel 1.0 on the 1,024-sample pools of seeds 0, 1, 2.
 """
@@ -12,19 +12,14 @@ pools of 64 over the grid, then cancel 1.0 on the 1,024-sample pools of seeds 0,
 from __future__ import annotations
 
 from prmkit.demo import world
-from prmkit.demo.core.small_scale import SmallScaleConfig
+from prmkit.demo.core.small_scale import SmallScaleConfig, small_problems
 
 GRID = ((0.06, 1), (0.25, 1), (0.5, 1), (1.0, 1), (0.06, 2), (0.5, 2), (1.0, 2), (0.06, 3),
         (0.5, 3))
 
 
 def share(seed: int, cancel: float, skip: float, samples: int) -> float:
-    cfg = SmallScaleConfig()
-    demo = cfg.demo
-    stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
-                               pretrain=demo.pretrain_problems + cfg.problems,
-                               difficulty=demo.difficulty)
-    problems = world.with_solver(stream.pretrain[demo.pretrain_problems:], cancel, skip)
+    problems = world.with_solver(small_problems(seed, SmallScaleConfig())[0], cancel, skip)
     pools = world.sample_pools(problems, samples, seed=seed + 2)
     checks = [world.check_solution(p, s) for p, pool in zip(problems, pools) for s in pool]
     return sum(c.final_correct and not c.process_correct for c in checks) / len(checks)

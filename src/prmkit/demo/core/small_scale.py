@@ -122,22 +122,28 @@ def small_scale_folder(seed: int, cfg: SmallScaleConfig, work: Path) -> Path:
     return models_folder(seed, cfg.demo, work) / f"small-scale-{cfg.key()}"
 
 
+def small_problems(seed: int, cfg: SmallScaleConfig) -> tuple[list, list]:
+    """The small models' problems, then the dev problems: those after the demo's pretraining
+    split in the same stream, disjoint from its test, training and pretraining problems
+    (with the world's own solver)."""
+    demo = cfg.demo
+    stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
+                               pretrain=demo.pretrain_problems + cfg.problems + cfg.dev_problems,
+                               difficulty=demo.difficulty)
+    first = demo.pretrain_problems
+    return (stream.pretrain[first: first + cfg.problems],
+            stream.pretrain[first + cfg.problems:])
+
+
 def prepare_seed(seed: int, cfg: SmallScaleConfig, work: Path) -> SeedSetup:
     demo = cfg.demo
     sw = seed_world(seed, demo)
     large = seed_models(seed, demo, work, sw)
-    # The problems after the demo's pretraining split in the same stream, then the dev
-    # problems: disjoint from its test, training and pretraining problems.
-    stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
-                               pretrain=demo.pretrain_problems + cfg.problems + cfg.dev_problems,
-                               difficulty=demo.difficulty)
 
     def solver(group: list) -> list:
         return world.with_solver(group, cfg.solver_cancel, cfg.solver_skip)
 
-    first = demo.pretrain_problems
-    problems = solver(stream.pretrain[first: first + cfg.problems])
-    dev = solver(stream.pretrain[first + cfg.problems:])
+    problems, dev = (solver(group) for group in small_problems(seed, cfg))
     pools = world.sample_pools(problems, cfg.pool_size, seed=seed + 2)
     dev_pools = world.sample_pools(dev, cfg.test_samples, seed=seed + 3)
     test = solver(sw.splits.test)  # its pools as the demo samples them, with this solver

@@ -31,13 +31,10 @@ def own_reward_models(seed: int, cfg, problems, backbone_dir: Path, policy_dir: 
     if not (folder / DONE).is_file():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        chosen = list(problems[: cfg.own_problems])
-        print(f"[rl] seed {seed}: PRM and ORM on {len(chosen)} x {cfg.own_samples} of the "
-              "policy's own samples", flush=True)
-        drawn = sample(policy_sampler(policy_dir), chosen, cfg.own_samples, cfg.temperature,
-                       cfg.max_completion, seed + 3)
-        pools = [[s for s in (solution_steps(text) for text, _ in pool) if s] for pool in drawn]
-        info: dict = {"problems": len(chosen), "samples": sum(len(p) for p in drawn),
+        print(f"[rl] seed {seed}: PRM and ORM on {min(len(problems), cfg.own_problems)} x "
+              f"{cfg.own_samples} of the policy's own samples", flush=True)
+        chosen, pools, drawn = own_pools(seed, cfg, problems, policy_dir)
+        info: dict = {"problems": len(chosen), "samples": drawn,
                       "final_correct": float(np.mean([
                           world.check_solution(p, s).final_correct
                           for p, pool in zip(chosen, pools) for s in pool] or [0.0]))}
@@ -47,6 +44,16 @@ def own_reward_models(seed: int, cfg, problems, backbone_dir: Path, policy_dir: 
             info[f"{kind}_examples"] = len(examples)
         (folder / DONE).write_text(json.dumps(info))
     return folder / "prm" / "model", folder / "orm" / "model"
+
+
+def own_pools(seed: int, cfg, problems, policy_dir: Path) -> tuple[list, list, int]:
+    """The first `cfg.own_problems` of `problems`, the steps of `cfg.own_samples` policy
+    samples of each (those with steps), and how many samples were drawn."""
+    chosen = list(problems[: cfg.own_problems])
+    drawn = sample(policy_sampler(policy_dir), chosen, cfg.own_samples, cfg.temperature,
+                   cfg.max_completion, seed + 3)
+    pools = [[s for s in (solution_steps(text) for text, _ in pool) if s] for pool in drawn]
+    return chosen, pools, sum(len(p) for p in drawn)
 
 
 def models_info(folder: Path) -> dict:
