@@ -2,7 +2,8 @@
 of every step, the score read at the last one) rank the RL policy's own samples, where the
 experiment's ORM (one label, at the end) does not?
 
-    python benchmarks/rl_orm_every_step.py --work WORK [--seed 0]
+    python benchmarks/rl_orm_every_step.py --work WORK [--seed 0] [--labels every|end]
+        [--data own|mixed]
 
 WORK is the RL experiment's work folder (`prmkit demo --experiment rl --out OUT` leaves it
 in OUT/work) holding the seed's fine-tuned policy. The ORM sees the same solutions as the
@@ -11,6 +12,11 @@ experiment's own reward models (`cfg.own_samples` policy samples of each of the 
 reward-model settings; then best-of-`bon_n` on the experiment's evaluation problems, as
 its regime check measures it (`rl.eval.best_of_n`), with the last step's score and with
 the demo's `min` aggregation. About 6 minutes on two threads; prints one JSON line.
+
+`--labels end` trains the experiment's own ORM instead (one label, at the last step);
+`--data mixed` adds the seed's scripted-solver training samples (the demo's reward models'
+data, `world.to_step_examples` over the train split) to the policy's own, so the ORM sees
+about three times as many solutions.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ def main() -> int:
     ap.add_argument("--work", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--labels", choices=("every", "end"), default="every")
+    ap.add_argument("--data", choices=("own", "mixed"), default="own")
     args = ap.parse_args()
     cfg = RLConfig()
     cfg.demo = replace(cfg.demo, progress=False, threads=args.threads)
@@ -54,12 +62,19 @@ def main() -> int:
                          "run the experiment first, in a work folder of its own")
     policy = policies[0]
     sw = seed_world(seed, cfg.demo)
-    out = Path(args.work) / "rl" / f"seed{seed}" / "orm-every-step"
+    name = "orm-every-step" if (args.labels, args.data) == ("every", "own") else \
+        f"orm-{args.labels}-{args.data}"
+    out = Path(args.work) / "rl" / f"seed{seed}" / name
     t0 = time.perf_counter()
     with torch_settings(args.threads):
         chosen, pools, _ = own_pools(seed, cfg, sw.splits.train, policy)  # as own_models draws them
-        examples = [every_step(e) for e in world.to_step_examples(chosen, pools, "orm", True)]
-        model = train_reward_model("prm", resolve_base(cfg.demo.base, progress=False), examples,
+        examples = world.to_step_examples(chosen, pools, "orm", True)
+        if args.data == "mixed":
+            examples += world.to_step_examples(sw.splits.train, sw.train_pools, "orm", True)
+        if args.labels == "every":
+            examples = [every_step(e) for e in examples]
+        model = train_reward_model("prm" if args.labels == "every" else "orm",
+                                   resolve_base(cfg.demo.base, progress=False), examples,
                                    out, cfg.demo, seed)
         orm = Counting(Scorer.from_pretrained(model, dtype=None, token_budget=16384))
         picks = {agg: best_of_n(policy_sampler(policy), list(sw.splits.test[: cfg.eval_problems]),
@@ -67,7 +82,8 @@ def main() -> int:
                  for agg in ("last", "min")}
     held_out = [json.loads(line) for line in (out / "metrics.jsonl").open()
                 if '"eval"' in line][-1]
-    print(json.dumps({"seed": seed, "examples": len(examples), "held_out": held_out,
+    print(json.dumps({"seed": seed, "labels": args.labels, "data": args.data,
+                      "examples": len(examples), "held_out": held_out,
                       "best_of_n": picks, "seconds": round(time.perf_counter() - t0, 1)}))
     return 0
 
