@@ -7,7 +7,8 @@ Scores every step of held-out samples by the base's own probability of what the 
 error the step AUROC (right steps against first wrong steps of that kind) and the share of
 best-of-64 picks (weakest step, `min`), as the demo reports them for its PRM and ORM. Two
 checks: `step` (the whole line: operands, operation and result: the regime indicator, at
-least 0.95 for every kind) and `result` (the result alone: arithmetic only). Two sets: the
+least 0.95 for every kind) and `result` (the result alone: arithmetic only), pooled and per
+problem form (word, equation, two-sided: `step_auroc_by_form`). Two sets: the
 demo's test problems of one seed (in distribution, 120 problems x 64 samples) and its
 out-of-distribution problems (`prmkit.demo.world.ood_problems`, 120 x 64), as the demo
 samples them.
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             aurocs = row[name][check]["step_auroc"]
             print(f"{name:20s} {check:6s} " + "  ".join(
                 f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in aurocs.items()))
+            for form, by_form in row[name][check]["step_auroc_by_form"].items():
+                print(f"{'':20s} {'':6s} {form}: " + "  ".join(
+                    f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in by_form.items()))
     return 0
 
 

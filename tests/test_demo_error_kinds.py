@@ -142,3 +142,72 @@ def test_kinds_are_averaged_over_the_seeds_where_they_occur():
     assert out["slip"]["prm_picks"] == 0.5 and out["right"]["prm_picks"] == 0.5
     rows = kinds_table(out)["rows"]
     assert [r[0] for r in rows] == [*KINDS, "right", "other"]
+
+
+# 3x + 11 = 2x + 20: (20 - 11) / (3 - 2) = 9. The regression behind the per-form report: a
+# two-sided equation's miscopied coefficient (`4 - 2 = 2`) scored as high as a right step.
+TWO_SIDED = WorldProblem(
+    id="two-sided",
+    text="Solve 3x + 11 = 2x + 20.",
+    answer="9",
+    kind="equation",
+    level=2,
+    tree=build_tree([("-", 3, 2), ("-", 20, 11), ("/", NodeRef(1), NodeRef(0))]),
+)
+
+
+def test_problem_forms_are_read_from_the_generators_text():
+    from prmkit.demo.world import make_problems
+    from prmkit.demo.world.problems import FORMS
+
+    assert (ANN.form, TWO_SIDED.form) == ("word", "two-sided")
+    chain = WorldProblem(id="eq", text="Solve 4(x - 3) + 2 = 22.", answer="8", kind="equation",
+                         level=2, tree=build_tree([("-", 22, 2), ("/", NodeRef(0), 4),
+                                                   ("+", NodeRef(1), 3)]))
+    assert chain.form == "equation"
+    problems = make_problems(600, seed=0, difficulty="medium")
+    forms = {p.form for p in problems}
+    assert forms == set(FORMS)
+    # every problem whose text has x on both sides reads as two-sided, and only those
+    assert all((p.form == "two-sided") == (p.kind == "equation" and p.text.count("x") == 2)
+               for p in problems)
+
+
+def test_a_form_the_scores_miss_shows_per_form_where_the_pooled_auroc_hides_it():
+    right = ["3 - 2 = 1", "20 - 11 = 9", "9 / 1 = 9", "Answer: 9"]
+    miscopy = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
+    assert error_kind(TWO_SIDED, miscopy) == "miscopy"
+    ann_pool = [POOL["right"], POOL["miscopy"]]
+    report = kind_report(
+        [ANN, ANN, ANN, TWO_SIDED], [ann_pool, ann_pool, ann_pool, [right, miscopy]],
+        [[[0.9] * 4, [0.9, 0.1, 0.5, 0.5]]] * 3      # Ann's miscopy: below every right step
+        + [[[0.9, 0.9, 0.8, 0.9], [0.95, 0.5, 0.5, 0.5]]],  # the coefficient: above them all
+        picks=[0, 0, 0, 1])
+    by_form = report["step_auroc_by_form"]
+    assert set(by_form) == {"word", "two-sided"}  # only the forms present
+    assert by_form["word"]["miscopy"] == 1.0 and by_form["two-sided"]["miscopy"] == 0.0
+    assert by_form["word"]["slip"] is None  # no slip in either pool
+    # pooled: 3 word misses below all 16 right steps, the coefficient above all of them
+    assert report["step_auroc"]["miscopy"] == pytest.approx(3 / 4)
+    assert report["wrong_steps_by_form"]["two-sided"]["miscopy"] == 1
+
+
+def test_forms_are_averaged_over_seeds_and_the_weakest_cell_is_named():
+    from prmkit.demo.world.error_kinds import forms_table, summarise_forms, weakest_form_kind
+
+    right = ["3 - 2 = 1", "20 - 11 = 9", "9 / 1 = 9", "Answer: 9"]
+    miscopy = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
+    seeds = []
+    for coefficient in (0.95, 0.1):  # the miscopy missed in one seed, caught in the other
+        r = kind_report([ANN, TWO_SIDED], [[POOL["right"], POOL["slip"]], [right, miscopy]],
+                        [[[0.9] * 4, [0.9, 0.2, 0.5, 0.5]],
+                         [[0.9] * 4, [coefficient, 0.5, 0.5, 0.5]]], picks=[0, 0])
+        seeds.append({"error_kinds": {"prm": r, "orm": r}})
+    forms = summarise_forms(seeds)
+    assert list(forms) == ["word", "two-sided"]  # no equation problem in either seed
+    cell = forms["two-sided"]["miscopy"]
+    assert cell["prm_step_auroc"] == pytest.approx(0.5) and cell["prm_step_auroc_min"] == 0.0
+    assert cell["wrong_steps"] == 2
+    assert forms["word"]["slip"]["prm_step_auroc"] == 1.0
+    assert weakest_form_kind(forms) == ("two-sided", "miscopy", pytest.approx(0.5))
+    assert forms_table(forms)["rows"][1][2] == "0.500 (0.000)"

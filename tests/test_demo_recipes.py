@@ -42,6 +42,8 @@ def test_diagnose_search_and_base_skill_run_quick_from_the_cli(quick_runs):
     diagnosis = json.loads((out / "diagnose" / "diagnosis-seed0.json").read_text())
     assert set(diagnosis["curves"]) >= {"PRM min", "ORM", "majority", "pass", "true steps"}
     assert all(0 <= v <= 1 for curve in diagnosis["curves"].values() for v in curve)
+    lost = diagnosis["lost_problems"]
+    assert lost["count"] == len(lost["problems"]) == sum(lost["why"].values())
     search = json.loads((out / "search" / "search_world.json").read_text())
     assert set(search) == {"best_of_n", "weighted_best_of_n", "majority_vote", "pass@n",
                            "beam_search", "dvts", "meta"}
@@ -93,3 +95,32 @@ def test_checked_pools_keep_the_slots_of_unanswered_solutions_and_aggregate_step
     assert np.allclose(pool.scores, [0.9, 0.1])  # the min of each answered one's steps
     (last,) = checked_pools([prob], [[right, wrong, unanswered]], scores, "last")
     assert np.allclose(last.scores, [0.9, 0.1]) and last.clusters is None
+
+
+def test_diagnose_says_why_a_wrong_pick_beat_every_right_solution():
+    # regression: seed 2's "Solve 3x + 11 = 2x + 20", whose miscopied coefficient won at
+    # N = 256; and a pick that won because every right solution had a doubted step
+    from prmkit.demo.recipes.diagnose import lost_problems
+    from prmkit.demo.world import NodeRef, WorldProblem, build_tree, check_solution
+
+    eq = WorldProblem(id="eq", text="Solve 3x + 11 = 2x + 20.", answer="9", kind="equation",
+                      level=2, tree=build_tree([("-", 3, 2), ("-", 20, 11),
+                                                ("/", NodeRef(1), NodeRef(0))]))
+    right = ["20 - 11 = 9", "3 - 2 = 1", "9 / 1 = 9", "Answer: 9"]
+    miscopy = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
+    no_answer = ["20 - 11 = 9"]
+    pools = [[right, miscopy, no_answer], [right, miscopy], [right, miscopy]]
+    step_scores = [[[0.88, 0.94, 0.85, 1.0], [0.9, 0.94, 0.9, 1.0], [0.99]],  # missed
+                   [[0.88, 0.94, 0.3, 1.0], [0.4, 0.94, 0.9, 1.0]],  # doubted
+                   [[0.9, 0.9, 0.9, 1.0], [0.1, 0.9, 0.9, 1.0]]]  # the right one wins
+    checks = [[check_solution(eq, s) for s in pool] for pool in pools]
+    answered = [[0, 1], [0, 1], [0, 1]]  # the unanswered solution is never picked
+    pool_scores = [[min(s) for s in sc[:2]] for sc in step_scores]
+    lost = lost_problems([eq] * 3, pools, checks, step_scores, pool_scores, answered)
+    assert lost["count"] == 2
+    assert [e["why"] for e in lost["problems"]] == ["missed", "doubted"]
+    assert lost["why"] == {"missed": 1, "doubted": 1, "both": 0, "neither": 0}
+    assert lost["pick_errors"] == {"miscopy": 2}
+    first = lost["problems"][0]
+    assert first["pick"]["steps"] == miscopy and first["best_right"]["steps"] == right
+    assert first["pick"]["scores"][0] == 0.9

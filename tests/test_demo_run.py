@@ -57,6 +57,15 @@ def test_quick_demo_reports_each_error_kind_for_both_reward_models(quick_runs):
             assert all(v is None or 0.0 <= v <= 1.0 for v in auroc.values())
     assert sum(kinds[k]["pool"] for k in kinds) == pytest.approx(1.0)
     assert "Per error kind" in (out / "report.html").read_text()
+    forms = metrics["error_kinds_by_form"]  # the same check per problem form
+    assert forms and set(forms) <= {"word", "equation", "two-sided"}
+    for form, row in forms.items():
+        assert set(row) == set(KINDS)
+        per_seed = [s["error_kinds"]["prm"]["step_auroc_by_form"].get(form, {}).get("slip")
+                    for s in metrics["per_seed"]]
+        seen = [v for v in per_seed if v is not None]
+        assert row["slip"]["prm_step_auroc"] == (pytest.approx(np.mean(seen)) if seen else None)
+    assert "per problem form" in (out / "report.html").read_text()
 
 
 def test_quick_demo_reports_out_of_distribution_beside_in_distribution(quick_runs):

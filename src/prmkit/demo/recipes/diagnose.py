@@ -6,7 +6,10 @@ Reads (or trains) each seed's backbone, PRM and ORM and their scores of the test
 `prmkit demo` does, then compares selections on the same scores: the PRM under each
 aggregation, the ORM, majority vote, and two checkers that know the truth (every step, or
 arithmetic only). For the pick from each whole pool it reports the number of steps and what
-is wrong with it, against the pool. Writes diagnosis-seed{s}.json per seed.
+is wrong with it, against the pool; and for each problem where the PRM's pick from the whole
+pool is wrong though the pool holds a right solution, why it won (`lost_problems`): the PRM
+missed the pick's first wrong step, or doubted a step of every right solution. Writes
+diagnosis-seed{s}.json per seed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from prmkit.demo.core.evaluate import seed_test_scores
 from prmkit.demo.core.scores import checked_pools, world_clusterer
 from prmkit.demo.core.seed import seed_models, seed_world
 from prmkit.demo.world.checker import STEP_RE
-from prmkit.demo.world.error_kinds import pick_indices
+from prmkit.demo.world.error_kinds import error_kind, pick_indices
 from prmkit.demo.world.trees import apply_op
 from prmkit.evaluation import bon_curves
 
@@ -107,7 +110,52 @@ def diagnose(seed: int, cfg: DemoConfig, work: Path) -> dict:
                               **shares([ks[k] for ks, k in zip(kinds, picked)])}
     out["picks"]["(pool)"] = {"steps": float(np.mean(pool_len)), **shares(pool_kind)}
     out["first_wrong_step_score"] = first_wrong_step_scores(checks, kinds, answered, scores["prm"])
+    prm = rows.get(f"PRM {cfg.aggregation}") or checked_pools(
+        test, pools, scores["prm"], cfg.aggregation, clusterer, checks)
+    out["lost_problems"] = lost_problems(test, pools, checks, scores["prm"],
+                                         [p.scores for p in prm], answered)
     return out
+
+
+DOUBT = 0.5  # a step the PRM scores below this is one it calls wrong
+
+
+def lost_problems(problems, pools, checks, step_scores, pool_scores, answered) -> dict:
+    """The problems where the PRM's pick from the whole pool is wrong though a right solution
+    is there. Each: the pick (steps, step scores, its mistake's kind: `error_kind`), the
+    best-scored right solution (steps, step scores), and why the pick won: `missed` (the pick's first wrong step scored >= DOUBT: the error
+    went unseen), `doubted` (the best right solution's weakest step scored < DOUBT: a right
+    step called wrong), both, or neither (every score close). Counts per reason and per
+    kind of the picks' mistakes.
+    pool_scores: per problem, the aggregated score of each answered solution (`answered`
+    holds their indices into the pool), as the pick was made."""
+    lost = []
+    for prob, pool, cs, ps, agg, ans in zip(problems, pools, checks, step_scores, pool_scores,
+                                            answered):
+        if not ans:
+            continue
+        k = pick_indices([agg], [ans])[0]
+        right = [i for i in ans if cs[i].process_correct]
+        if cs[k].process_correct or not right:
+            continue
+        rank = dict(zip(ans, agg))
+        best = max(right, key=lambda i: -np.inf if np.isnan(rank[i]) else rank[i])
+        fe = cs[k].first_error
+        wrong_step = ps[k][fe] if 0 <= fe < len(ps[k]) else None
+        weakest = min((v for v in ps[best] if v is not None), default=None)
+        missed = wrong_step is not None and wrong_step >= DOUBT
+        doubted = weakest is not None and weakest < DOUBT
+        lost.append({"problem": prob.text, "kind": prob.kind, "level": prob.level,
+                     "pick": {"steps": pool[k], "scores": ps[k],
+                              "error": error_kind(prob, pool[k], cs[k])},
+                     "best_right": {"steps": pool[best], "scores": ps[best]},
+                     "why": {(True, True): "both", (True, False): "missed",
+                             (False, True): "doubted"}.get((missed, doubted), "neither")})
+    reasons = ("missed", "doubted", "both", "neither")
+    errors = sorted({e["pick"]["error"] for e in lost})
+    return {"problems": lost, "count": len(lost),
+            "why": {r: sum(e["why"] == r for e in lost) for r in reasons},
+            "pick_errors": {k: sum(e["pick"]["error"] == k for e in lost) for k in errors}}
 
 
 def first_wrong_step_scores(checks, kinds, answered, prm) -> dict:
@@ -137,6 +185,19 @@ def format_report(r: dict) -> str:
                  "solutions):")
     for k, (m, n) in r["first_wrong_step_score"].items():
         lines.append(f"  {k:<12} {m:.3f} ({n} steps)")
+    lost = r["lost_problems"]
+    lines.append(f"PRM's whole-pool pick wrong, a right solution there: {lost['count']} problems; "
+                 + ", ".join(f"{k} {v}" for k, v in lost["why"].items())
+                 + f" (missed: its first wrong step scored >= {DOUBT}; doubted: a step of the "
+                 f"best right solution scored < {DOUBT}); the picks' mistakes: "
+                 + ", ".join(f"{k} {v}" for k, v in lost["pick_errors"].items()))
+    for e in lost["problems"]:
+        pick, right = e["pick"], e["best_right"]
+        lines.append(f"  [{e['why']}, {e['pick']['error']}] {e['problem']}")
+        for label, sol in (("pick", pick), ("right", right)):
+            shown = "  ".join(f"{st} ({'-' if v is None else f'{v:.2f}'})"
+                              for st, v in zip(sol["steps"], sol["scores"]))
+            lines.append(f"    {label:<5} {shown}")
     return "\n".join(lines)
 
 

@@ -21,7 +21,13 @@ from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import run_seed
 from prmkit.demo.core.ood import ood_sentence, ood_table, summarise_ood
 from prmkit.demo.core.parallel import map_seeds
-from prmkit.demo.world.error_kinds import kinds_table, summarise_kinds
+from prmkit.demo.world.error_kinds import (
+    forms_table,
+    kinds_table,
+    summarise_forms,
+    summarise_kinds,
+    weakest_form_kind,
+)
 from prmkit.evaluation import plot_bon_curves, plot_calibration
 from prmkit.evaluation.plots import Curve, Panel, plot_curves
 from prmkit.evaluation.report import write_report
@@ -50,6 +56,7 @@ def summarise(per_seed: list[dict], ns: list[int], seconds: float) -> dict:
             out[f"{model}_top_pick_{key}"] = float(
                 np.mean([r["top_picks"][model][key] for r in per_seed]))
     out["error_kinds"] = summarise_kinds(per_seed)
+    out["error_kinds_by_form"] = summarise_forms(per_seed)
     aurocs = [r["step_auroc"] for r in per_seed]
     out["step_auroc"], out["step_auroc_std"] = float(np.mean(aurocs)), float(np.std(aurocs))
     out["largest_n"] = ns[-1]
@@ -94,6 +101,11 @@ def verdict(summary: dict) -> str:
                      "likelier a wrong solution it cannot check gets the top score.")
     lines.extend(over_optimisation(summary))
     lines.extend(_weakest_kinds(summary.get("error_kinds") or {}, n))
+    weakest = weakest_form_kind(summary.get("error_kinds_by_form") or {})
+    if weakest is not None:
+        form, kind, value = weakest
+        lines.append(f"By problem form, the PRM's weakest check is {kind} in {form} "
+                     f"problems (step AUROC {value:.3f}, mean over seeds).")
     lines.append(
         f"Over whole pools, {100 * summary['prm_top_pick_right_answer']:.0f}% of the PRM's "
         f"picks have a right answer ({100 * summary['prm_top_pick_right_process']:.0f}% a "
@@ -224,6 +236,8 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     }
     tables[f"Per error kind: right steps against first wrong steps (AUROC), and what "
            f"best-of-{ns[-1]} picks (means over seeds)"] = kinds_table(summary["error_kinds"])
+    tables["PRM step AUROC per problem form and error kind (mean over seeds, lowest seed)"] = \
+        forms_table(summary["error_kinds_by_form"])
     if summary["ood"]:
         tables["In and out of distribution (% of problems solved, mean ± std over seeds)"] = \
             ood_table(summary, summary["ood"])

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from prmkit.demo.world.checker import STEP_RE, check_solution
+from prmkit.demo.world.problems import FORMS
 from prmkit.demo.world.trees import apply_op
 from prmkit.evaluation import auroc
 from prmkit.scoring.aggregate import fill_null_steps
@@ -73,12 +74,17 @@ def kind_report(problems, pools, step_scores, picks) -> dict:
     its pool, e.g. the best-of-N pick from the whole pool) of each kind.
 
     step_scores: per problem, per solution, per step probability of being right.
+    The same per problem form (`WorldProblem.form`: word, equation, two-sided), right steps
+    of that form against its first wrong steps: `step_auroc_by_form`, `wrong_steps_by_form`
+    (forms the problems hold), where a pooled figure can hide a form the scores miss.
     """
-    right: list[float] = []
-    wrong: dict[str, list[float]] = {k: [] for k in (*KINDS, "other")}
+    right: dict[str, list[float]] = {}
+    wrong: dict[str, dict[str, list[float]]] = {}
     picked: dict[str, int] = {k: 0 for k in ("right", *KINDS, "other")}
     pool_kinds: dict[str, int] = dict.fromkeys(picked, 0)
     for prob, pool, scores, pick in zip(problems, pools, step_scores, picks):
+        form_right = right.setdefault(prob.form, [])
+        form_wrong = wrong.setdefault(prob.form, {k: [] for k in (*KINDS, "other")})
         for k, (steps, probs) in enumerate(zip(pool, scores)):
             chk = check_solution(prob, steps)
             kind = error_kind(prob, steps, chk)
@@ -86,19 +92,30 @@ def kind_report(problems, pools, step_scores, picks) -> dict:
             if k == pick:
                 picked[kind] += 1
             filled = fill_null_steps(probs)
-            right.extend(filled[: chk.first_error] if chk.first_error >= 0 else filled)
+            form_right.extend(filled[: chk.first_error] if chk.first_error >= 0 else filled)
             if 0 <= chk.first_error < len(filled):
-                wrong[kind].append(filled[chk.first_error])
-    aurocs = {}
-    for kind in KINDS:
-        value = auroc(right + wrong[kind], [1] * len(right) + [0] * len(wrong[kind]))
-        aurocs[kind] = None if math.isnan(value) else value
+                form_wrong[kind].append(filled[chk.first_error])
+    every_right = [v for form in right.values() for v in form]
+    every_wrong = {k: [v for form in wrong.values() for v in form[k]] for k in KINDS}
+    forms = [f for f in FORMS if f in right]
     n_picks = max(sum(picked.values()), 1)
     n_pool = max(sum(pool_kinds.values()), 1)
-    return {"step_auroc": aurocs,
-            "wrong_steps": {k: len(wrong[k]) for k in KINDS},
+    return {"step_auroc": _kind_aurocs(every_right, every_wrong),
+            "wrong_steps": {k: len(every_wrong[k]) for k in KINDS},
             "picks": {k: v / n_picks for k, v in picked.items()},
-            "pool": {k: v / n_pool for k, v in pool_kinds.items()}}
+            "pool": {k: v / n_pool for k, v in pool_kinds.items()},
+            "step_auroc_by_form": {f: _kind_aurocs(right[f], wrong[f]) for f in forms},
+            "wrong_steps_by_form": {f: {k: len(wrong[f][k]) for k in KINDS} for f in forms}}
+
+
+def _kind_aurocs(right: list[float], wrong: dict[str, list[float]]) -> dict:
+    """Per kind, the AUROC of right steps against that kind's first wrong steps (None
+    where either side is empty)."""
+    out = {}
+    for kind in KINDS:
+        value = auroc(right + wrong[kind], [1] * len(right) + [0] * len(wrong[kind]))
+        out[kind] = None if math.isnan(value) else value
+    return out
 
 
 def pick_indices(pool_scores, answered) -> list[int]:
@@ -124,6 +141,48 @@ def summarise_kinds(per_seed: list[dict]) -> dict:
         row["pool"] = float(np.mean(pools)) if pools else None
         out[kind] = row
     return out
+
+
+def summarise_forms(per_seed: list[dict]) -> dict:
+    """Per problem form and error kind, means over seeds (where the form holds the kind) of
+    the PRM's and the ORM's step AUROC, with the number of first wrong steps they rest on."""
+    out: dict = {}
+    for form in FORMS:
+        row: dict = {}
+        for kind in KINDS:
+            cell: dict = {}
+            for model in ("prm", "orm"):
+                reports = [r["error_kinds"][model] for r in per_seed
+                           if form in r.get("error_kinds", {}).get(model, {})
+                           .get("step_auroc_by_form", {})]
+                vals = [x["step_auroc_by_form"][form][kind] for x in reports
+                        if x["step_auroc_by_form"][form][kind] is not None]
+                cell[f"{model}_step_auroc"] = float(np.mean(vals)) if vals else None
+                cell[f"{model}_step_auroc_min"] = float(np.min(vals)) if vals else None
+                if model == "prm":
+                    cell["wrong_steps"] = int(sum(x["wrong_steps_by_form"][form][kind]
+                                                  for x in reports))
+            row[kind] = cell
+        if any(c["wrong_steps"] for c in row.values()):
+            out[form] = row
+    return out
+
+
+def forms_table(forms: dict) -> dict:
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    return {"columns": ["problem form", *(f"PRM {k} (lowest seed)" for k in KINDS)],
+            "rows": [[form, *(f"{fmt(c['prm_step_auroc'])} ({fmt(c['prm_step_auroc_min'])})"
+                              for c in row.values())] for form, row in forms.items()]}
+
+
+def weakest_form_kind(forms: dict) -> tuple[str, str, float] | None:
+    """(form, kind, mean PRM step AUROC) of the lowest cell, None when there is none."""
+    cells = [(c["prm_step_auroc"], form, kind) for form, row in forms.items()
+             for kind, c in row.items() if c["prm_step_auroc"] is not None]
+    if not cells:
+        return None
+    value, form, kind = min(cells)
+    return form, kind, value
 
 
 def kinds_table(kinds: dict) -> dict:

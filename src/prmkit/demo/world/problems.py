@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -14,6 +15,8 @@ from prmkit.demo.world.trees import Tree
 from prmkit.errors import PrmkitError
 
 DIFFICULTIES = {"easy": (1, 2), "medium": (2, 3, 4), "hard": (4, 5), "mixed": (1, 2, 3, 4, 5)}
+FORMS = ("word", "equation", "two-sided")
+TWO_SIDED_RE = re.compile(r"^Solve \d+x [-+] \d+ = \d+x [-+] \d+\.$")  # generators' two-sided text
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,14 @@ class WorldProblem:
     @property
     def quantities(self) -> tuple[int, ...]:
         return tuple(int(m) for m in INT_RE.findall(self.text))
+
+    @property
+    def form(self) -> str:
+        """The problem's form (FORMS): a word problem, an equation with x on one side (nested
+        operations undone from the outside in), or one with x on both sides."""
+        if self.kind == "word":
+            return "word"
+        return "two-sided" if TWO_SIDED_RE.match(self.text) else "equation"
 
     @property
     def trap_answer(self) -> str | None:
