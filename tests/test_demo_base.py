@@ -65,6 +65,32 @@ def test_a_second_stage_reads_on_from_its_cached_first_stage(counted_pretraining
     assert faster not in (one, two) and counted_pretraining == [3, 2, 2]  # stage 2 only
 
 
+def test_reading_stages_that_read_more_equations_build_their_own_bases(counted_pretraining):
+    from prmkit.demo.lm.mathmix import (
+        extra_equations,
+        mathmix_problems,
+        worked_documents,
+        world_mix,
+        world_mix_repeats,
+    )
+
+    cfg = with_overrides(BaseConfig(), TWO_STAGES)
+    assert "world_mix" not in cfg.settings()["reading"]  # the keys of bases built before
+    plain = base_folder(cfg, progress=False)
+    mixed_cfg = with_overrides(cfg, ["reading.world_mix=true"])
+    mixed = base_folder(mixed_cfg, progress=False)
+    more_cfg = with_overrides(cfg, ["reading.extra_equations=12"])
+    more = base_folder(more_cfg, progress=False)
+    assert len({plain, mixed, more}) == 3 and counted_pretraining == [3, 2, 2, 2]
+    problems = mathmix_problems(replace(cfg.mathmix, problems=30))
+    repeats = world_mix_repeats(problems, world_mix(cfg.mathmix))
+    assert base_info(mixed)["documents"] == sum(
+        len(worked_documents([p], 2)) * repeats.get(p.form, 1) for p in problems)
+    extra = extra_equations(cfg.mathmix, 12, "medium")
+    assert len({p.key for p in extra}) == 12 and all(p.kind == "equation" for p in extra)
+    assert base_info(more)["documents"] == len(worked_documents(problems + extra, 2))
+
+
 def test_worked_documents_write_each_valid_order_once_the_written_one_first():
     from prmkit.demo.lm.mathmix import worked_documents
     from prmkit.demo.world import check_solution, make_problems

@@ -99,3 +99,30 @@ def test_the_shipped_base_never_read_a_test_problem_of_the_default_settings():
     base, demo = BaseConfig(), DemoConfig()
     assert demo.test_problems <= base.mathmix.reserve
     assert set(demo.seeds) <= set(base.mathmix.exclude_seeds)
+
+
+def test_world_mix_repeats_bring_each_form_to_the_worlds_share():
+    from prmkit.demo.lm.mathmix import world_mix_repeats
+
+    world = make_problems(600, seed=3, difficulty="easy")
+    assert set(world_mix_repeats(world, world).values()) == {1}  # the world's own mix
+    words = [p for p in world if p.form == "word"]
+    equations = [p for p in world if p.form == "equation"]
+    two_sided = [p for p in world if p.form == "two-sided"]
+    few = equations[: len(equations) // 10]
+    repeats = world_mix_repeats(words + few + two_sided, world)
+    assert repeats == {"word": 1, "equation": round(len(equations) / len(few)), "two-sided": 1}
+
+
+def test_mathmix_reads_few_equations_and_the_world_mix_repeats_them():
+    from dataclasses import replace
+
+    from prmkit.demo.lm.mathmix import world_mix, world_mix_repeats
+
+    cfg = MathMixConfig()
+    problems = mathmix_problems(replace(cfg, problems=4000))
+    forms = Counter(p.form for p in problems)
+    world = Counter(p.form for p in world_mix(cfg))
+    assert forms["word"] / len(problems) > world["word"] / cfg.reserve  # skewed to words
+    repeats = world_mix_repeats(problems, world_mix(cfg))
+    assert repeats["word"] == 1 and repeats["equation"] > 1 and repeats["two-sided"] > 1

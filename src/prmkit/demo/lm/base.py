@@ -36,8 +36,11 @@ from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.lm.mathmix import (
     MathMixConfig,
     build_mathmix,
+    extra_equations,
     mathmix_problems,
     worked_documents,
+    world_mix,
+    world_mix_repeats,
 )
 from prmkit.demo.settings import config_key, with_overrides
 
@@ -58,6 +61,18 @@ class ReadingConfig:
     steps: int = 2400
     lr: float = 1e-3
     seed: int = 1
+    # each problem form's documents repeated until the forms hold the shares of problems the
+    # world draws (`mathmix.world_mix_repeats`); False: every problem once, MathMix's own
+    # mix, almost all word problems
+    world_mix: bool = False
+    # distinct equations (both forms) of `extra_difficulty` read beside them
+    # (`mathmix.extra_equations`; the low difficulty holds few the seeds leave over)
+    extra_equations: int = 0
+    extra_difficulty: str = "medium"
+
+
+# reading settings added after the shipped base, left out of a base's key at these values
+LATER_READING = {"world_mix": False, "extra_equations": 0, "extra_difficulty": "medium"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,10 @@ class BaseConfig:
         fields = asdict(self)
         if not self.reading.steps:
             del fields["reading"]
+        else:  # the key of every base built before these settings existed
+            for name, value in LATER_READING.items():
+                if fields["reading"][name] == value:
+                    del fields["reading"][name]
         return fields
 
     def key(self) -> str:
@@ -150,7 +169,10 @@ def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
     bf16 = use_bf16("auto", device or "cpu")
     r = cfg.reading
     problems = mathmix_problems(replace(cfg.mathmix, problems=r.problems))
-    docs = worked_documents(problems, r.orders)
+    repeats = world_mix_repeats(problems, world_mix(cfg.mathmix)) if r.world_mix else {}
+    if r.extra_equations:
+        problems += extra_equations(cfg.mathmix, r.extra_equations, r.extra_difficulty)
+    docs = [d for p in problems for d in worked_documents([p], r.orders) * repeats.get(p.form, 1)]
     model, tokenizer = load_backbone(str(first))
     losses = pretrain_lm(model, tokenizer, docs, steps=r.steps, seed=r.seed, block=cfg.block,
                          batch_size=cfg.batch_size, lr=r.lr, progress=progress, device=device,

@@ -85,6 +85,39 @@ def worked_documents(problems, orders: int) -> list[str]:
     return docs
 
 
+def world_mix(cfg: MathMixConfig) -> list:
+    """The mix of problem forms a seed's splits draw: the first `cfg.reserve` problems of a
+    stream of their own at MathMix's difficulty (a longer stream runs out of distinct
+    equations first)."""
+    return make_problems(cfg.reserve, seed=_STREAM + 1, difficulty=cfg.difficulty)
+
+
+def world_mix_repeats(problems, world) -> dict[str, int]:
+    """Per problem form (`WorldProblem.form`), how many times to repeat its problems so that
+    the forms of `problems` hold the shares they have in `world`, the form most
+    over-represented read once. MathMix leaves out every key a seed may use, and those take
+    most of the few distinct equations of a low difficulty: its own mix is almost all word
+    problems."""
+    share = Counter(p.form for p in world)
+    have = Counter(p.form for p in problems)
+    ratio = {f: have[f] / share[f] for f in have if share[f]}
+    top = max(ratio.values())
+    return {f: max(1, round(top / r)) for f, r in ratio.items()}
+
+
+def extra_equations(cfg: MathMixConfig, n: int, difficulty: str) -> list:
+    """`n` distinct equations (both forms) of `difficulty` from a stream of their own, none
+    with a key a seed may use (`excluded_keys`)."""
+    excluded = excluded_keys(cfg)
+    out: list = []
+    m = 4 * n
+    while len(out) < n:
+        stream = make_problems(m, seed=_STREAM + 2, difficulty=difficulty)
+        out = [p for p in stream if p.kind == "equation" and p.key not in excluded][:n]
+        m *= 2
+    return out
+
+
 def excluded_keys(cfg: MathMixConfig) -> set[str]:
     """Canonical keys of every problem the demo's seeds may use (test, train, pretrain and
     the small-scale problems after them)."""
