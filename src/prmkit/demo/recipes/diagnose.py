@@ -123,10 +123,10 @@ DOUBT = 0.5  # a step the PRM scores below this is one it calls wrong
 def lost_problems(problems, pools, checks, step_scores, pool_scores, answered) -> dict:
     """The problems where the PRM's pick from the whole pool is wrong though a right solution
     is there. Each: the pick (steps, step scores, its mistake's kind: `error_kind`), the
-    best-scored right solution (steps, step scores), and why the pick won: `missed` (the pick's first wrong step scored >= DOUBT: the error
-    went unseen), `doubted` (the best right solution's weakest step scored < DOUBT: a right
-    step called wrong), both, or neither (every score close). Counts per reason and per
-    kind of the picks' mistakes.
+    best-scored right solution (steps, step scores), and why the pick won: `missed` (the
+    pick's first wrong step scored >= DOUBT: the error went unseen), `doubted` (the best
+    right solution's weakest step scored < DOUBT: a right step called wrong), both, or
+    neither (every score close). Counts per reason and per kind of the picks' mistakes.
     pool_scores: per problem, the aggregated score of each answered solution (`answered`
     holds their indices into the pool), as the pick was made."""
     lost = []
