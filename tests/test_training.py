@@ -516,3 +516,26 @@ def test_rng_state_is_saved_and_restored_per_rank(tmp_path):
     assert not torch.equal(states[0]["torch"], states[1]["torch"])
     with pytest.raises(PrmkitError, match="rng_state_rank2.pt is missing"):
         ckpt.load_checkpoint(path, model, opt, sched, rank=2)
+
+
+def test_config_dict_leaves_in_memory_examples_out_without_copying_them(monkeypatch):
+    # regression: asdict converted every example (1.6 s per call for the demo's 20k) only for
+    # to_dict to drop them; the dict is the same and the config keeps its examples
+    from prmkit.training import reward_config
+    from prmkit.training.reward_config import DataConfig
+
+    examples = [StepExample(f"p{i}", ("a", "b"), (1, 0), (1, -1), False, str(i)) for i in range(50)]
+    cfg = RewardTrainingConfig(data=DataConfig(examples=examples, eval_examples=examples[:5]))
+    held = cfg.data.examples, cfg.data.eval_examples
+    expected = dataclasses.asdict(cfg)
+    for key in ("examples", "eval_examples"):
+        expected["data"].pop(key)
+    expected["model"]["label_tokens"] = list(cfg.model.label_tokens)
+    passed = []
+    real = reward_config.asdict
+    monkeypatch.setattr(reward_config, "asdict",
+                        lambda obj: passed.append((obj.data.examples, obj.data.eval_examples))
+                        or real(obj))
+    assert cfg.to_dict() == expected
+    assert passed == [(None, None)]  # asdict never saw the examples
+    assert cfg.data.examples is held[0] and cfg.data.eval_examples is held[1]

@@ -8,6 +8,7 @@ against its field's annotation by jsonargparse (which also reads `1e-4` as a flo
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
@@ -161,7 +162,11 @@ class RewardTrainingConfig:
         return config_from_dict(cls, d)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        # in-memory examples are left out before asdict, which would deep-copy each of them
+        shallow = copy.copy(self)
+        shallow.data = copy.copy(self.data)
+        shallow.data.examples = shallow.data.eval_examples = None
+        d = asdict(shallow)
         d["data"].pop("examples", None)
         d["data"].pop("eval_examples", None)
         d["model"]["label_tokens"] = list(self.model.label_tokens)
