@@ -154,6 +154,8 @@ TWO_SIDED = WorldProblem(
     level=2,
     tree=build_tree([("-", 3, 2), ("-", 20, 11), ("/", NodeRef(1), NodeRef(0))]),
 )
+TWO_SIDED_RIGHT = ["3 - 2 = 1", "20 - 11 = 9", "9 / 1 = 9", "Answer: 9"]
+TWO_SIDED_MISCOPY = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
 
 
 def test_problem_forms_are_read_from_the_generators_text():
@@ -174,8 +176,7 @@ def test_problem_forms_are_read_from_the_generators_text():
 
 
 def test_a_form_the_scores_miss_shows_per_form_where_the_pooled_auroc_hides_it():
-    right = ["3 - 2 = 1", "20 - 11 = 9", "9 / 1 = 9", "Answer: 9"]
-    miscopy = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
+    right, miscopy = TWO_SIDED_RIGHT, TWO_SIDED_MISCOPY
     assert error_kind(TWO_SIDED, miscopy) == "miscopy"
     ann_pool = [POOL["right"], POOL["miscopy"]]
     report = kind_report(
@@ -195,8 +196,7 @@ def test_a_form_the_scores_miss_shows_per_form_where_the_pooled_auroc_hides_it()
 def test_forms_are_averaged_over_seeds_and_the_weakest_cell_is_named():
     from prmkit.demo.world.error_kinds import forms_table, summarise_forms, weakest_form_kind
 
-    right = ["3 - 2 = 1", "20 - 11 = 9", "9 / 1 = 9", "Answer: 9"]
-    miscopy = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
+    right, miscopy = TWO_SIDED_RIGHT, TWO_SIDED_MISCOPY
     seeds = []
     for coefficient in (0.95, 0.1):  # the miscopy missed in one seed, caught in the other
         r = kind_report([ANN, TWO_SIDED], [[POOL["right"], POOL["slip"]], [right, miscopy]],

@@ -100,14 +100,14 @@ def test_checked_pools_keep_the_slots_of_unanswered_solutions_and_aggregate_step
 def test_diagnose_says_why_a_wrong_pick_beat_every_right_solution():
     # regression: seed 2's "Solve 3x + 11 = 2x + 20", whose miscopied coefficient won at
     # N = 256; and a pick that won because every right solution had a doubted step
-    from prmkit.demo.recipes.diagnose import lost_problems
-    from prmkit.demo.world import NodeRef, WorldProblem, build_tree, check_solution
+    from test_demo_error_kinds import TWO_SIDED, TWO_SIDED_MISCOPY
 
-    eq = WorldProblem(id="eq", text="Solve 3x + 11 = 2x + 20.", answer="9", kind="equation",
-                      level=2, tree=build_tree([("-", 3, 2), ("-", 20, 11),
-                                                ("/", NodeRef(1), NodeRef(0))]))
-    right = ["20 - 11 = 9", "3 - 2 = 1", "9 / 1 = 9", "Answer: 9"]
-    miscopy = ["4 - 2 = 2", "20 - 11 = 9", "9 / 2 = 4", "Answer: 4"]
+    from prmkit.demo.recipes.diagnose import lost_problems
+    from prmkit.demo.world import check_solution
+
+    eq = TWO_SIDED
+    right = ["20 - 11 = 9", "3 - 2 = 1", "9 / 1 = 9", "Answer: 9"]  # the other valid order
+    miscopy = TWO_SIDED_MISCOPY
     no_answer = ["20 - 11 = 9"]
     pools = [[right, miscopy, no_answer], [right, miscopy], [right, miscopy]]
     step_scores = [[[0.88, 0.94, 0.85, 1.0], [0.9, 0.94, 0.9, 1.0], [0.99]],  # missed

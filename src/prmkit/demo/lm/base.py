@@ -71,8 +71,8 @@ class ReadingConfig:
     extra_difficulty: str = "medium"
 
 
-# reading settings added after the shipped base, left out of a base's key at these values
-LATER_READING = {"world_mix": False, "extra_equations": 0, "extra_difficulty": "medium"}
+# reading settings added after the shipped base, left out of a base's key at their defaults
+LATER_READING = ("world_mix", "extra_equations", "extra_difficulty")
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ class BaseConfig:
         if not self.reading.steps:
             del fields["reading"]
         else:  # the key of every base built before these settings existed
-            for name, value in LATER_READING.items():
-                if fields["reading"][name] == value:
+            defaults = asdict(ReadingConfig())
+            for name in LATER_READING:
+                if fields["reading"][name] == defaults[name]:
                     del fields["reading"][name]
         return fields
 

@@ -108,35 +108,41 @@ def world_mix_repeats(problems, world) -> dict[str, int]:
 def extra_equations(cfg: MathMixConfig, n: int, difficulty: str) -> list:
     """`n` distinct equations (both forms) of `difficulty` from a stream of their own, none
     with a key a seed may use (`excluded_keys`)."""
-    excluded = excluded_keys(cfg)
-    out: list = []
-    m = 4 * n
-    while len(out) < n:
-        stream = make_problems(m, seed=_STREAM + 2, difficulty=difficulty)
-        out = [p for p in stream if p.kind == "equation" and p.key not in excluded][:n]
-        m *= 2
-    return out
+    return _fresh_problems(n, _STREAM + 2, difficulty, excluded_keys(cfg), 4 * n,
+                           keep=lambda p: p.kind == "equation")
 
 
-def excluded_keys(cfg: MathMixConfig) -> set[str]:
+def excluded_keys(cfg: MathMixConfig) -> frozenset[str]:
     """Canonical keys of every problem the demo's seeds may use (test, train, pretrain and
     the small-scale problems after them)."""
-    keys: set[str] = set()
-    for seed in cfg.exclude_seeds:
-        keys.update(p.key for p in make_problems(cfg.reserve, seed=seed, difficulty=cfg.difficulty))
-    return keys
+    return _seed_keys(tuple(cfg.exclude_seeds), cfg.reserve, cfg.difficulty)
+
+
+@functools.cache
+def _seed_keys(seeds: tuple[int, ...], reserve: int, difficulty: str) -> frozenset[str]:
+    return frozenset(p.key for seed in seeds
+                     for p in make_problems(reserve, seed=seed, difficulty=difficulty))
 
 
 def mathmix_problems(cfg: MathMixConfig) -> list:
     """`cfg.problems` distinct problems of the MathMix stream, none with an excluded key."""
     excluded = excluded_keys(cfg)
-    out: list = []
-    n = cfg.problems + len(excluded) // 20 + 16
-    while len(out) < cfg.problems:
-        stream = make_problems(n, seed=_STREAM, difficulty=cfg.difficulty)
-        out = [p for p in stream if p.key not in excluded][: cfg.problems]
-        n *= 2
-    return out
+    return _fresh_problems(cfg.problems, _STREAM, cfg.difficulty, excluded,
+                           cfg.problems + len(excluded) // 20 + 16)
+
+
+def _fresh_problems(n: int, seed: int, difficulty: str, excluded: frozenset[str], first: int,
+                    keep=None) -> list:
+    """The first `n` problems of the stream `seed` that have no excluded key (and that `keep`
+    accepts), drawing `first` problems, then twice as many until there are enough (the
+    first k problems of a stream are the same however many are drawn)."""
+    m = first
+    while True:
+        stream = make_problems(m, seed=seed, difficulty=difficulty)
+        out = [p for p in stream if p.key not in excluded and (keep is None or keep(p))][:n]
+        if len(out) == n:
+            return out
+        m *= 2
 
 
 def step_facts(steps) -> list[tuple[str, int, int]]:
