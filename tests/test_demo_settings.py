@@ -129,6 +129,36 @@ def test_a_seeds_models_are_keyed_by_every_demo_setting_but_seeds_progress_and_w
     _check_keys(DemoConfig(), lambda c: models_folder(0, c, Path("work")), RUN_ONLY)
 
 
+def test_a_seeds_models_and_rl_runs_follow_the_base_itself_not_only_its_name(tmp_path, monkeypatch):
+    # Before, `base="mathmix"` keyed the models by that name: a base rebuilt with other
+    # default settings (or a saved folder rewritten in place) read the old base's models.
+    import prmkit.demo.lm.base as base_module
+
+    def keys(cfg: DemoConfig):
+        rl = RLConfig(demo=cfg)
+        return models_folder(0, cfg, Path("work")), rl.key(), rl.policy_key()
+
+    shipped = keys(DemoConfig())
+    monkeypatch.setattr(base_module, "BaseConfig", lambda: replace(BaseConfig(), steps=2001))
+    assert all(a != b for a, b in zip(keys(DemoConfig()), shipped, strict=True))
+    monkeypatch.undo()
+    assert keys(DemoConfig()) == shipped
+
+    folder = tmp_path / "base"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"0" * 8)
+    first = keys(DemoConfig(base=str(folder)))
+    (folder / "model.safetensors").write_bytes(b"0" * 16)  # rewritten in place
+    second = keys(DemoConfig(base=str(folder)))
+    (folder / "base.json").write_text('{"key": "a"}')
+    third = keys(DemoConfig(base=str(folder)))
+    assert len({first, second, third}) == 3
+    # a seed's own backbone (no shared base): the settings' key as before
+    from prmkit.demo.settings import settings_key
+    assert DemoConfig(base="seed").key() == settings_key(DemoConfig(base="seed"))
+
+
 def test_small_scale_cache_is_keyed_by_every_setting_of_its_small_models_and_of_the_demo():
     # Before, the key left out the demo's settings: another lr or base read the first run's models.
     # (test_samples one below the demo's 256, so that one more is still a valid setting)

@@ -57,6 +57,17 @@ class DemoConfig:
     progress: bool = True
     ns: tuple[int, ...] = field(default=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
+    def key(self) -> str:
+        """Names what these settings train: every setting but the run-only ones and, for a
+        shared base, the base's own key (`lm.base.base_key`), so that models trained from
+        one base are never read back for another that the same `base` value now names."""
+        from prmkit.demo.lm.base import base_key
+        from prmkit.demo.settings import config_key, settings_key
+
+        shared = base_key(self.base)
+        key = settings_key(self)
+        return key if shared is None else config_key({"settings": key, "base": shared})
+
 
 def quick_config(seeds: tuple[int, ...] = (0,)) -> DemoConfig:
     """A seconds-long run of the whole pipeline (smoke tests), not a result."""

@@ -2,8 +2,9 @@
 backbone, a PRM and an ORM), with the one cache rule for those models.
 
 A seed's models live in `work/seed{s}/models-{key}`, the key a hash of every demo setting
-but the seeds, progress and workers (`prmkit.demo.settings.settings_key`): a run with other
-settings trains its own, a run with the same settings reads them back. The folder counts
+but the seeds, progress and workers, and the shared base's own key (`DemoConfig.key`): a
+run with other settings, or from a base rebuilt with other settings, trains its own; a run
+with the same settings and base reads them back. The folder counts
 as built once its `models.json` is written, last; a folder without it (a run stopped
 mid-training) is trained again from scratch.
 """
@@ -20,7 +21,6 @@ from prmkit.demo.core.config import DemoConfig
 from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.lm.base import base_info, resolve_base
 from prmkit.demo.lm.lm_loss import LMKeepingRewardModel
-from prmkit.demo.settings import settings_key
 from prmkit.models.formatting import StepFormat
 
 # How the demo's reward models read a solution: the problem line, then one step per line.
@@ -71,7 +71,7 @@ class SeedModels:
 
 
 def models_folder(seed: int, cfg: DemoConfig, work: Path) -> Path:
-    return Path(work) / f"seed{seed}" / f"models-{settings_key(cfg)}"
+    return Path(work) / f"seed{seed}" / f"models-{cfg.key()}"
 
 
 def seed_models(seed: int, cfg: DemoConfig, work: Path, sw: SeedWorld | None = None

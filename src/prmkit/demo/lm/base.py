@@ -221,6 +221,27 @@ def resolve_base(spec: str, progress: bool = True,
     return base_folder(cfg, progress=progress, device=device)
 
 
+def base_key(spec: str) -> str | None:
+    """What names the base `spec` resolves to, without building it: None for `seed` (each
+    seed pretrains its own), a MathMix base's settings key, a saved folder's recorded key
+    (base.json) or else its config and weight files' sizes and times. Caches of models
+    trained from a shared base carry it, so a changed base is never read as the old one."""
+    if spec.strip() in ("", "seed"):
+        return None
+    name, *items = spec.split()
+    if name == "mathmix":
+        try:
+            return with_overrides(BaseConfig(), items).key()
+        except ValueError:
+            return None  # resolve_base reports the bad setting
+    folder = Path(spec)
+    if (folder / "base.json").is_file():
+        return base_info(folder)["key"]
+    stats = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                   for f in folder.glob("*") if f.is_file())
+    return config_key({"files": stats}, length=16)
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m prmkit.demo.lm.base --out FOLDER [--set FIELD=VALUE ...]`: build a base (the
     default settings unless overridden) into FOLDER with one CPU thread, the way the shipped

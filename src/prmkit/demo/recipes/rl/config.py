@@ -57,11 +57,12 @@ class RLConfig:
 
     def key(self) -> str:
         """Names one run's cached result (each reward's file carries the reward's name)."""
-        return settings_key(self, leave_out=("rewards", "compare_outside_regime"))
+        run = settings_key(self, leave_out=("rewards", "compare_outside_regime"))
+        return config_key({"run": run, "demo": self.demo.key()})
 
     def policy_key(self) -> str:
         """Names the fine-tuned policy: the demo's models and the policy's settings."""
-        return config_key({"demo": settings_key(self.demo), "policy": asdict(self.policy)})
+        return config_key({"demo": self.demo.key(), "policy": asdict(self.policy)})
 
     def own_key(self) -> str:
         """Names the reward models trained on the policy's own samples."""
