@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prmkit.errors import PrmkitError
+from prmkit.models import unit_attention
 from prmkit.models.attention import TreeMask, decoder_attention_mask
 from prmkit.models.card import write_model_card
 from prmkit.models.config import CONFIG_NAME, RewardModelConfig, is_prmkit_model
@@ -115,8 +116,16 @@ class StepRewardModel(nn.Module):
                 attention_mask is not None and attention_mask.dim() == 3):
             if position_ids is None:
                 raise PrmkitError("a tree attention mask needs its position_ids")
+            if unit_attention.applies(self.backbone, attention_mask):
+                with unit_attention.unit_blocks(self.backbone, attention_mask,
+                                                self.compute_dtype) as blocks:
+                    if blocks:  # each row's units attend within themselves, no [L, L] mask
+                        return self._decode(input_ids, None, position_ids)
             attention_mask = decoder_attention_mask(self.backbone, attention_mask, position_ids,
                                                     self.compute_dtype)
+        return self._decode(input_ids, attention_mask, position_ids)
+
+    def _decode(self, input_ids, attention_mask, position_ids) -> torch.Tensor:
         decoder = self.backbone.get_decoder()
         out = decoder(input_ids=input_ids, attention_mask=attention_mask,
                       position_ids=position_ids, use_cache=False)
