@@ -1,12 +1,18 @@
 """Where a GRPO step of the demo's RL experiment spends its time, on this CPU.
 
     python benchmarks/profile_rl_step.py --work WORK [--reward prm_process] [--steps 5]
+        [--trim-rows 0,32 --rounds 2]
 
 WORK is the RL experiment's work folder (`prmkit demo --experiment rl --out OUT` leaves it
 in OUT/work): seed 0's policy and reward models are read from it, or trained there first
 (about 15 minutes). Runs `--steps` GRPO steps at the experiment's settings, without its
 held-out evaluations, under cProfile (one torch thread), and writes seconds per step by
 part to benchmarks/results/rl_step_profile.json.
+
+`--trim-rows 0,32 --rounds 2` runs the steps with each setting of the loss's trimmed
+log-probability chunks (`prmkit.rewards.trl_trim`; 0: TRL's padded pass), alternating,
+`--rounds` times each, from the same policy: seconds per step by part for each, and the
+ratio of the medians.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import platform
 import pstats
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,39 +45,65 @@ PARTS = {
 }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--reward", default="prm_process")
-    ap.add_argument("--steps", type=int, default=5)
-    args = ap.parse_args()
-    cfg = replace(RLConfig(), steps=args.steps, eval_every=args.steps + 1)
-    cfg.demo = replace(cfg.demo, progress=False)
-    with torch_settings(1):
-        s = seed_setup(0, cfg, Path(args.work))
-        trainer = grpo_trainer(args.reward, cfg, s.seed, s.policy_dir,
-                               prompt_rows(s.problems, cfg, s.seed), s.problems, s.prm, s.orm,
-                               Path(args.work) / "profile-rl-step", Ledger())
-        profile = cProfile.Profile()
-        t0 = time.perf_counter()
-        profile.enable()
-        trainer.train()
-        profile.disable()
-        total = time.perf_counter() - t0
+def profile_steps(args, cfg, s, trim_rows: int) -> tuple[float, dict]:
+    """Seconds per step and per part of `args.steps` GRPO steps under cProfile."""
+    trainer = grpo_trainer(args.reward, cfg, s.seed, s.policy_dir,
+                           prompt_rows(s.problems, cfg, s.seed), s.problems, s.prm, s.orm,
+                           Path(args.work) / "profile-rl-step", Ledger())
+    trainer.trim_rows = trim_rows
+    profile = cProfile.Profile()
+    t0 = time.perf_counter()
+    profile.enable()
+    trainer.train()
+    profile.disable()
+    total = time.perf_counter() - t0
     stats = pstats.Stats(profile).stats  # (file, line, name) -> (cc, nc, tt, ct, callers)
     parts = {}
     for part, (suffix, name) in PARTS.items():
         hits = [v for (f, _, n), v in stats.items() if f.endswith(suffix) and n == name]
         parts[part] = round(sum(v[3] for v in hits) / args.steps, 3)
+    return round(total / args.steps, 3), parts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--reward", default="prm_process")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--trim-rows", default="32", help="comma-separated settings to compare")
+    ap.add_argument("--rounds", type=int, default=1)
+    args = ap.parse_args()
+    settings = [int(x) for x in args.trim_rows.split(",")]
+    cfg = replace(RLConfig(), steps=args.steps, eval_every=args.steps + 1)
+    cfg.demo = replace(cfg.demo, progress=False)
+    runs = []
+    with torch_settings(1):
+        s = seed_setup(0, cfg, Path(args.work))
+        for _ in range(args.rounds):
+            for rows in settings:
+                seconds, parts = profile_steps(args, cfg, s, rows)
+                runs.append({"trim_rows": rows, "seconds_per_step": seconds,
+                             "parts_seconds_per_step": parts})
+                print(json.dumps(runs[-1]), flush=True)
+    median = {rows: statistics.median(r["seconds_per_step"] for r in runs
+                                      if r["trim_rows"] == rows) for rows in settings}
     out = {"command": f"python benchmarks/profile_rl_step.py --work WORK --reward {args.reward} "
-                      f"--steps {args.steps}",
-           "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, one torch thread",
+                      f"--steps {args.steps} --trim-rows {args.trim_rows} --rounds {args.rounds}",
+           "machine": f"{_cpu()}, {os.cpu_count()} cores, one torch thread",
            "reward": args.reward, "prompts_per_step": cfg.prompts_per_step,
-           "generations": cfg.generations, "seconds_per_step": round(total / args.steps, 3),
-           "parts_seconds_per_step": parts}
+           "generations": cfg.generations, "median_seconds_per_step": median, "runs": runs}
+    if len(settings) > 1:
+        out["ratio_first_over_last"] = round(median[settings[0]] / median[settings[-1]], 3)
     RESULTS.joinpath("rl_step_profile.json").write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
     return 0
+
+
+def _cpu() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine()
 
 
 if __name__ == "__main__":

@@ -292,11 +292,12 @@ class _Base:
 def _trainer_class():
     from trl import GRPOTrainer
 
+    from prmkit.rewards.trl_trim import TrimmedLogps
     from prmkit.training.distributed import import_deepspeed_only_when_used
 
     import_deepspeed_only_when_used()
 
-    class ProcessRewardGRPOTrainer(_Base, GRPOTrainer):
+    class ProcessRewardGRPOTrainer(_Base, TrimmedLogps, GRPOTrainer):
         """GRPOTrainer whose advantages are (B, T) process credits (prmkit.rewards.credit).
 
         credit: "process", "min", "softmin", "clip_delta" or "outcome"; credit_kwargs: their
@@ -304,7 +305,8 @@ def _trainer_class():
         softmin, the trainer counting each step's tokens); verifier_weight: weight of a
         `VerifierReward` among reward_funcs, mixed in group-normalised. TRL's own scalar
         rewards are still computed and logged (rewards/prm/mean, ...); the batch's hacking
-        signals are logged as prm/*.
+        signals are logged as prm/*. The loss's log-probabilities run on length-sorted,
+        trimmed chunks (`prmkit.rewards.trl_trim`; `trim_rows = 0` restores TRL's pass).
         """
 
         def __init__(self, *args, credit: str = "min", verifier_weight: float = 0.0,

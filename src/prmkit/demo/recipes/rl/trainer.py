@@ -13,6 +13,7 @@ from prmkit.demo.lm.policy import prompt_text, quiet_trainer_logs, solution_step
 from prmkit.demo.recipes.rl.config import REWARDS, RLConfig
 from prmkit.errors import PrmkitError
 from prmkit.rewards.trl import ProcessReward, VerifierReward
+from prmkit.rewards.trl_trim import with_trimmed_logps
 
 
 class WorldVerifier(VerifierReward):
@@ -79,7 +80,7 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
         funcs += [WorldVerifier(problems)] if weight else []
         kwargs = {"credit": credit, "verifier_weight": weight}
 
-    class Recorded(base):
+    class Recorded(with_trimmed_logps(base)):  # every reward's loss on trimmed chunks
         def _generate_and_score_completions(self, inputs):
             result = super()._generate_and_score_completions(inputs)
             ledger.prompts += [r["problem_id"] for r in inputs[:: cfg.generations]]

@@ -1,0 +1,82 @@
+"""prmkit.rewards.trl_trim: GRPO's log-probability pass on length-sorted, trimmed chunks gives
+TRL's own log-probabilities, entropies and gradients on every completion token."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from datasets import Dataset
+from test_rewards_contract import POLICY_TEXT
+
+from prmkit.models.backbones import tiny_random
+from prmkit.rewards.trl_trim import TrimmedLogps, trimmed_chunks, with_trimmed_logps
+
+
+def _reward(prompts, completions, **kwargs):
+    return [float(len(c)) for c in completions]
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tok = tiny_random(seed=5, hidden_size=32, corpus=POLICY_TEXT, vocab_size=300)
+    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("grpo")),
+                      per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=8, max_steps=1, use_cpu=True, bf16=False,
+                      report_to="none", save_strategy="no", gradient_checkpointing=False)
+    cls = with_trimmed_logps(GRPOTrainer)
+    return cls(model=model, processing_class=tok, args=args, reward_funcs=[_reward],
+               train_dataset=Dataset.from_list([{"prompt": "x"}] * 4))
+
+
+def _batch(vocab: int):
+    """Six rows: prompts of 2-7 tokens left-padded to 7, completions of 1-9 right-padded to 9."""
+    g = torch.Generator().manual_seed(0)
+    prompts, completions = [7, 2, 5, 3, 6, 4], [9, 1, 4, 6, 2, 8]
+    ids = torch.randint(3, vocab, (6, 16), generator=g)
+    mask = torch.zeros(6, 16, dtype=torch.long)
+    for r, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+        mask[r, 7 - p: 7 + c] = 1
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+def _pass(trainer, rows: int, ids, mask):
+    trainer.trim_rows = rows
+    trainer.model.zero_grad()
+    logps, entropy, _ = trainer._get_per_token_logps_and_entropies(
+        trainer.model, ids, mask, 9, compute_entropy=True)
+    (logps * mask[:, 7:]).sum().backward()
+    grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+    return logps.detach(), entropy.detach(), grads
+
+
+def test_trimmed_chunks_give_trls_logps_entropies_and_gradients(trainer):
+    ids, mask = _batch(trainer.model.config.vocab_size)
+    ref_lp, ref_ent, ref_g = _pass(trainer, 0, ids, mask)  # TRL's own pass
+    lp, ent, g = _pass(trainer, 2, ids, mask)  # three chunks of two rows
+    real = mask[:, 7:] == 1
+    assert lp.shape == ref_lp.shape == (6, 9)
+    assert (lp - ref_lp)[real].abs().max() < 1e-5
+    assert (ent - ref_ent)[real].abs().max() < 1e-5
+    assert ((g - ref_g).norm() / ref_g.norm()) < 1e-5
+    assert (lp[~real] == 0).all()  # cut columns: zero, and masked by TRL anyway
+
+
+def test_chunks_sort_by_completion_and_cut_each_to_its_longest():
+    mask = torch.zeros(4, 10, dtype=torch.long)
+    for r, (p, c) in enumerate([(3, 5), (1, 1), (2, 2), (4, 3)]):  # prompt width 4, C = 6
+        mask[r, 4 - p: 4 + c] = 1
+    chunks = trimmed_chunks(mask, 6, rows=2, shift_left=True)
+    assert [(idx.tolist(), first, keep) for idx, first, keep in chunks] == [
+        ([1, 2], 2, 2), ([3, 0], 0, 5)]
+    assert [first for _, first, _ in trimmed_chunks(mask, 6, 2, shift_left=False)] == [0, 0]
+
+
+def test_with_trimmed_logps_adds_the_mixin_once():
+    from trl import GRPOTrainer
+
+    cls = with_trimmed_logps(GRPOTrainer)
+    assert issubclass(cls, TrimmedLogps) and with_trimmed_logps(cls) is cls
+    from prmkit.rewards.trl import ProcessRewardGRPOTrainer
+    assert with_trimmed_logps(ProcessRewardGRPOTrainer) is ProcessRewardGRPOTrainer
