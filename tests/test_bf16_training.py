@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from prmkit.data.records import StepExample
+from prmkit.models import unit_attention
 from prmkit.models.attention import TreeMask
 from prmkit.models.backbones import tiny_random
 from prmkit.models.config import RewardModelConfig
@@ -95,21 +96,42 @@ def test_bf16_autocast_tree_batch_matches_fp32_plain_batch(formulation):
 
 
 def _mask_seen_by_backbone(model: StepRewardModel, batch: Batch, bf16: bool) -> torch.Tensor:
+    """The dense tree mask the decoder gets (per-unit attention, which builds none, off)."""
     seen = []
 
     def hook(_module, _args, kwargs):
         seen.append(kwargs["attention_mask"])
 
     handle = model.backbone.get_decoder().register_forward_pre_hook(hook, with_kwargs=True)
+    applies, unit_attention.applies = unit_attention.applies, lambda *a: False
     try:
         with torch.no_grad(), torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=bf16):
             logits = model(batch.input_ids, batch.label_positions, batch.attention_mask,
                            batch.position_ids)
     finally:
         handle.remove()
+        unit_attention.applies = applies
     assert torch.isfinite(logits).all()
     (mask,) = seen
     return mask
+
+
+@pytest.mark.parametrize("bf16,dtype", [(True, torch.bfloat16), (False, torch.float32)])
+def test_per_unit_attention_masks_have_the_compute_dtype(bf16, dtype, monkeypatch):
+    model = _model("token").eval()
+    batch = _batch(model, "tree")
+    built = []
+    block_masks = unit_attention.block_masks
+    monkeypatch.setattr(unit_attention, "block_masks",
+                        lambda *a: built.append(block_masks(*a)) or built[-1])
+    with torch.no_grad(), torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(batch.input_ids, batch.label_positions, batch.attention_mask,
+                       batch.position_ids)
+    assert torch.isfinite(logits).all()
+    (masks,) = built
+    for m in (m for row in masks for m in row):
+        assert m.dtype == dtype and torch.isfinite(m).all()
+        assert ((m == 0) | (m == torch.finfo(dtype).min)).all()
 
 
 def _assert_additive_mask(mask: torch.Tensor, allowed: torch.Tensor, dtype: torch.dtype) -> None:
