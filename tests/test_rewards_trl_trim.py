@@ -71,6 +71,11 @@ def test_chunks_sort_by_completion_and_cut_each_to_its_longest():
     assert [(idx.tolist(), first, keep) for idx, first, keep in chunks] == [
         ([1, 2], 2, 2), ([3, 0], 0, 5)]
     assert [first for _, first, _ in trimmed_chunks(mask, 6, 2, shift_left=False)] == [0, 0]
+    # a masked token inside a completion (a tool's output, say) does not shorten its extent
+    holed = mask.clone()
+    holed[0, 5] = 0
+    chunks = trimmed_chunks(holed, 6, rows=4, shift_left=True)
+    assert [(first, keep) for _, first, keep in chunks] == [(0, 5)]
 
 
 def test_with_trimmed_logps_adds_the_mixin_once():

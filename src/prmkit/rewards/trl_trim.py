@@ -38,8 +38,10 @@ def trimmed_chunks(attention_mask: torch.Tensor, logits_to_keep: int, rows: int,
     of similar completion length."""
     width = attention_mask.size(1)
     prompt_width = width - logits_to_keep
-    completion = attention_mask[:, prompt_width:].sum(1)
-    prompt = attention_mask[:, :prompt_width].sum(1)
+    real = attention_mask != 0
+    # extents, not counts: a row is cut after its last real token and before its first one
+    completion = _extent(real[:, prompt_width:].flip(1))
+    prompt = _extent(real[:, :prompt_width])
     order = torch.argsort(completion, stable=True)
     out = []
     for start in range(0, order.numel(), rows):
@@ -48,6 +50,13 @@ def trimmed_chunks(attention_mask: torch.Tensor, logits_to_keep: int, rows: int,
         first = prompt_width - int(prompt[idx].max()) if shift_left else 0
         out.append((idx, first, keep))
     return out
+
+
+def _extent(real: torch.Tensor) -> torch.Tensor:
+    """Per row of a [B, W] bool mask: W minus the index of its first True (0 for none)."""
+    any_real = real.any(1)
+    first = real.to(torch.uint8).argmax(1)
+    return torch.where(any_real, real.size(1) - first, torch.zeros_like(first))
 
 
 class TrimmedLogps:
