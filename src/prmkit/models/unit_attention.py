@@ -3,8 +3,8 @@
 A packed row (`prmkit.training.packing`) holds several units (a problem's prefix tree, or
 a piece of one) end to end, and no token attends across units; the padding after them
 sees only itself. The dense tree mask makes sdpa and eager attention compute every
-[L, L] score of the row and throw away the ones across units: at the demo's 512-token
-rows of three to five units, about a third of a small reward model's training time.
+[L, L] score of the row and throw away the ones across units (at the demo's 512-token
+rows, 1.2x training tokens/s without them: benchmarks/bench_unit_attention.py).
 
 `unit_blocks` runs the decoder with each row's units as blocks on the diagonal: the
 attention of a unit's queries over its own keys only, under its own slice of the tree
