@@ -17,16 +17,19 @@ from prmkit.demo.lm.base import (
     base_folder,
     base_info,
 )
-from prmkit.demo.lm.skill import heldout_text, step_result_skill, written_probs
-from prmkit.demo.world.error_kinds import KINDS, kind_report
-from prmkit.models.backbones import load_backbone
+from prmkit.demo.lm.skill import base_indicators
+from prmkit.demo.world.error_kinds import KINDS
 
-# A rebuilt base's indicators may differ from the shipped one's by this much where a CPU's
-# float arithmetic (or thread count) differs from the one that built it: the share of step
-# results computed exactly, and (below the shipped one's) each kind's step AUROC of the
-# base's own check, on 120 held-out problems x 64 samples (skipped steps: about 40 first
-# errors, so an AUROC's own standard error is about 0.02).
-SKILL_TOLERANCE = 0.01
+# A base rebuilt on another CPU (other float rounding, thread count or dtype) is another draw
+# of its recipe, not the same weights (benchmarks/bench_base_rebuilds.py, BENCHMARKS.md "The
+# demo base rebuilt"). The first stage's share of held-out step results computed exactly:
+# shipped 0.988 (built under bf16 with AMX), rebuilt 0.982 (AMD EPYC, fp32) and 0.908 (Intel
+# Xeon with AVX-512, fp32: the same to the last digit in two runs). A tenth fails a base
+# trained half as long (0.790, the capacity experiment's point) or one that computes nothing.
+# The reading stage, rebuilt from the shipped first stage, checks each kind to within 0.03 of
+# the shipped base's step AUROC (an AUROC's own standard error on 120 problems x 64 samples:
+# about 0.02, skipped steps having about 40 first errors).
+SKILL_TOLERANCE = 0.10
 AUROC_TOLERANCE = 0.03
 
 
@@ -70,15 +73,13 @@ def _same_build(out, shipped) -> bool:
 @pytest.mark.rebuild
 def test_build_command_reproduces_the_shipped_first_stage(tmp_path):
     """`make check-base` (CI's second step): the rebuild's progress bar shows with -s. It
-    runs in the dtype this CPU computes natively (bf16 with AVX512_BF16 or AMX, else fp32),
-    whichever the shipped base was built in."""
+    runs in the dtype this CPU computes natively (bf16 with AVX512_BF16 or AMX, else fp32):
+    bit for bit the shipped weights only on a CPU and thread count like the ones that built
+    them, elsewhere another draw of the recipe (SKILL_TOLERANCE)."""
     out = _rebuild(tmp_path, "first", "reading.steps=0")
     same = _same_build(out, SHIPPED_FIRST_STAGE)
-    text = heldout_text()
-    skills = {}
-    for name, folder in (("rebuilt", out), ("shipped", SHIPPED_FIRST_STAGE)):
-        model, tokenizer = load_backbone(str(folder))
-        skills[name] = step_result_skill(model.eval(), tokenizer, *text)["all"]["exact"]
+    skills = {name: base_indicators(folder)["exact"]
+              for name, folder in (("rebuilt", out), ("shipped", SHIPPED_FIRST_STAGE))}
     print(json.dumps({"same_weights": same, "rebuilt_bf16": base_info(out)["bf16"], **skills}))
     assert skills["shipped"] >= 0.95  # the paper's regime: it computes nearly every result
     assert abs(skills["rebuilt"] - skills["shipped"]) <= SKILL_TOLERANCE
@@ -90,12 +91,8 @@ def test_build_command_reproduces_the_shipped_base_from_its_first_stage(tmp_path
     base's own check on held-out samples as the shipped base's."""
     out = _rebuild(tmp_path, "base")
     same = _same_build(out, SHIPPED_BASE)
-    problems, pools = heldout_text(samples=64)
-    aurocs = {}
-    for name, folder in (("rebuilt", out), ("shipped", SHIPPED_BASE)):
-        model, tokenizer = load_backbone(str(folder))
-        scores = written_probs(model.eval(), tokenizer, problems, pools, check="step")
-        aurocs[name] = kind_report(problems, pools, scores, [0] * len(pools))["step_auroc"]
+    aurocs = {name: base_indicators(folder)["step_auroc"]
+              for name, folder in (("rebuilt", out), ("shipped", SHIPPED_BASE))}
     print(json.dumps({"same_weights": same, **aurocs}))
     assert min(aurocs["shipped"].values()) >= 0.95  # the regime indicator, every kind
     for kind in KINDS:

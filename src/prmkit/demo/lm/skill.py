@@ -171,6 +171,23 @@ def base_skill(folder, seeds=(0,), test: int = 120, samples: int = 8,
     return step_result_skill(model, tokenizer, *heldout_text(seeds, test, samples, difficulty))
 
 
+def base_indicators(folder) -> dict:
+    """What `make check-base` compares between a rebuilt base and a shipped one: the share of
+    held-out step results computed exactly (`base_skill`: "exact", and per operation
+    "exact_per_op") and each error kind's step AUROC of the base's own whole-step check on 64
+    samples of each held-out problem ("step_auroc")."""
+    from prmkit.demo.world.error_kinds import kind_report
+    from prmkit.models.backbones import load_backbone
+
+    model, tokenizer = load_backbone(str(folder))
+    skill = step_result_skill(model.eval(), tokenizer, *heldout_text())
+    problems, pools = heldout_text(samples=64)
+    scores = written_probs(model, tokenizer, problems, pools, check="step")
+    return {"exact": skill["all"]["exact"],
+            "exact_per_op": {op: v["exact"] for op, v in skill.items() if op != "all"},
+            "step_auroc": kind_report(problems, pools, scores, [0] * len(pools))["step_auroc"]}
+
+
 def format_skill(skill: dict) -> str:
     parts = [f"{op} {100 * v['exact']:.1f}% of {v['steps']}" for op, v in skill.items()
              if v["exact"] is not None]
