@@ -268,3 +268,24 @@ def test_demo_settings_take_overrides_and_refuse_unknown_ones():
         with_overrides(cfg, ["rank=16"])
     with pytest.raises(ValueError, match="no field 'steps'"):
         with_overrides(cfg, ["base.steps=3"])
+
+
+def test_build_command_measures_the_base_and_warns_where_it_misses_the_regime(
+        counted_pretraining, tmp_path, capsys):
+    base_mod.main(["--out", str(tmp_path / "tiny"), *[a for s in TINY for a in ("--set", s)]])
+    out, err = capsys.readouterr()
+    printed = json.loads(out[out.index("{\n"):])  # after any library's log line
+    assert printed["key"] == with_overrides(BaseConfig(), TINY).key()
+    assert printed["indicators"]["exact"] < 0.95  # three steps of a tiny model compute little
+    assert "misses the regime indicator: step results computed exactly" in err
+    assert counted_pretraining == [3]
+
+
+def test_regime_misses_name_the_indicator_of_each_stage():
+    one, two = with_overrides(BaseConfig(), TINY), BaseConfig()
+    aurocs = {"slip": 0.97, "miscopy": 0.944, "skip": None}
+    assert base_mod.regime_misses(one, {"exact": 0.908, "step_auroc": aurocs}) == [
+        "step results computed exactly 0.908 < 0.95"]
+    assert base_mod.regime_misses(one, {"exact": 0.96, "step_auroc": aurocs}) == []
+    assert base_mod.regime_misses(two, {"exact": 0.5, "step_auroc": aurocs}) == [
+        "miscopy step AUROC 0.944 < 0.95"]

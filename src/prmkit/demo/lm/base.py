@@ -48,6 +48,7 @@ BASE_FORMAT = 1  # bump when a change of code changes what the same settings bui
 SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings' base
 SHIPPED_FIRST_STAGE = Path(__file__).with_name("shipped_first_stage")  # its first stage
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
+REGIME = 0.95  # the regime indicators' threshold (regime_misses)
 
 
 @dataclass(frozen=True)
@@ -242,23 +243,48 @@ def base_key(spec: str) -> str | None:
     return config_key({"files": stats}, length=16)
 
 
+def regime_misses(cfg: BaseConfig, indicators: dict) -> list[str]:
+    """Where a built base falls short of the regime its stage is for (`REGIME`): a first
+    stage computes held-out step results exactly, a two-stage base checks every kind of step
+    with its own probability of it (step AUROC)."""
+    if not cfg.reading.steps:
+        shares = {"step results computed exactly": indicators["exact"]}
+    else:
+        shares = {f"{kind} step AUROC": v for kind, v in indicators["step_auroc"].items()
+                  if v is not None}
+    return [f"{name} {v:.3f} < {REGIME}" for name, v in shares.items() if v < REGIME]
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m prmkit.demo.lm.base --out FOLDER [--set FIELD=VALUE ...]`: build a base (the
     default settings unless overridden) into FOLDER with one CPU thread, the way the shipped
-    base was made."""
+    base was made, then measure its regime indicators (`prmkit.demo.lm.skill.base_indicators`,
+    about half a minute) and warn where the base misses them: on another CPU a build is
+    another draw of the recipe (BENCHMARKS.md, "The demo base rebuilt on other CPUs")."""
     import argparse
+    import sys
+
+    from prmkit.demo.lm.skill import base_indicators
 
     p = argparse.ArgumentParser(prog="python -m prmkit.demo.lm.base", description=main.__doc__)
     p.add_argument("--out", required=True, help="folder to write (must not exist)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-check", action="store_true", help="do not measure the indicators")
     args = p.parse_args(argv)
     out = Path(args.out)
     if out.exists():
         p.error(f"{out} exists: choose a new folder")
     torch.set_num_threads(args.threads)
-    build_base(with_overrides(BaseConfig(), args.set), out)
-    print(json.dumps(base_info(out), indent=1))
+    cfg = with_overrides(BaseConfig(), args.set)
+    build_base(cfg, out)
+    info, misses = base_info(out), []
+    if not args.no_check:
+        info["indicators"] = base_indicators(out)
+        misses = regime_misses(cfg, info["indicators"])
+    print(json.dumps(info, indent=1))
+    for miss in misses:
+        print(f"warning: the base in {out} misses the regime indicator: {miss}", file=sys.stderr)
 
 
 if __name__ == "__main__":
