@@ -11,7 +11,7 @@ import pytest
 
 from prmkit.cli import build_parser, main
 from prmkit.cli.demo import RECIPES, build_config, recipe
-from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.core.config import NOT_IN_MODELS, DemoConfig
 from prmkit.demo.core.seed import models_folder
 from prmkit.demo.core.small_scale import SmallScaleConfig, small_scale_folder
 from prmkit.demo.lm.base import BaseConfig
@@ -126,7 +126,9 @@ def _check_keys(cfg, key, run_only: set[str]) -> None:
 
 
 def test_a_seeds_models_are_keyed_by_every_demo_setting_but_seeds_progress_and_workers():
-    _check_keys(DemoConfig(), lambda c: models_folder(0, c, Path("work")), RUN_ONLY)
+    # and but the hard set's share: it changes what the models are read on, not the models
+    _check_keys(DemoConfig(), lambda c: models_folder(0, c, Path("work")),
+                RUN_ONLY | set(NOT_IN_MODELS))
 
 
 def test_a_seeds_models_and_rl_runs_follow_the_base_itself_not_only_its_name(tmp_path, monkeypatch):
@@ -156,14 +158,16 @@ def test_a_seeds_models_and_rl_runs_follow_the_base_itself_not_only_its_name(tmp
     assert len({first, second, third}) == 3
     # a seed's own backbone (no shared base): the settings' key as before
     from prmkit.demo.settings import settings_key
-    assert DemoConfig(base="seed").key() == settings_key(DemoConfig(base="seed"))
+    assert DemoConfig(base="seed").key() == settings_key(DemoConfig(base="seed"),
+                                                         leave_out=NOT_IN_MODELS)
 
 
 def test_small_scale_cache_is_keyed_by_every_setting_of_its_small_models_and_of_the_demo():
     # Before, the key left out the demo's settings: another lr or base read the first run's models.
     # (test_samples one below the demo's 256, so that one more is still a valid setting)
+    # (the hard set's share aside: the small-scale experiment does not read the hard set)
     _check_keys(SmallScaleConfig(test_samples=255), lambda c: small_scale_folder(0, c, Path("work")),
-                RUN_ONLY)
+                RUN_ONLY | set(NOT_IN_MODELS))
 
 
 def test_rl_runs_and_policies_are_keyed_by_every_setting_but_the_rewards_run():
@@ -171,7 +175,8 @@ def test_rl_runs_and_policies_are_keyed_by_every_setting_but_the_rewards_run():
     cfg = RLConfig()
     own = {"own_problems", "own_samples", "temperature", "max_completion"}
     for name, other in _variants(cfg):
-        if name.startswith(("demo.", "policy.")) and name.split(".")[-1] not in RUN_ONLY:
+        if name.startswith(("demo.", "policy.")) and \
+                name.split(".")[-1] not in RUN_ONLY | set(NOT_IN_MODELS):
             assert other.policy_key() != cfg.policy_key(), name
             assert other.own_key() != cfg.own_key(), name  # the models the policy's samples train
         elif name in own:

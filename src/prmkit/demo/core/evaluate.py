@@ -26,14 +26,30 @@ def seed_test_scores(models: SeedModels, sw: SeedWorld, progress: bool,
     """The PRM's and the ORM's step probabilities on the seed's test pools (split="ood": its
     out-of-distribution pools), cached in the models' folder (whose key covers the pools'
     settings)."""
-    problems, pools = (sw.splits.test, sw.test_pools) if split == "test" else (sw.ood,
-                                                                             sw.ood_pools)
+    problems, pools = sw.problems_and_pools(split)
     return {kind: cached_scores(models.folder / f"{kind}_{split}_scores.json",
                                 getattr(models, f"{kind}_dir"), pools, problems, progress)
             for kind in ("prm", "orm")}
 
 
-OOD_KEEP = ("prm", "orm", "majority", "pass", "step_auroc", "error_kinds", "top_picks")
+def hard_set_scores(models: SeedModels, sw: SeedWorld, cfg: DemoConfig,
+                    test_scores: dict[str, list]) -> dict[str, list]:
+    """The reward models' scores of the hard set: its unchanged problems' pools are the
+    test pools, so only the hard problems' are scored (cached per hard share)."""
+    changed = [i for i, (h, t) in enumerate(zip(sw.hard, sw.splits.test)) if h is not t]
+    out = {}
+    for kind in ("prm", "orm"):
+        scored = cached_scores(models.folder / f"{kind}_hard{cfg.hard_share}_scores.json",
+                               getattr(models, f"{kind}_dir"), [sw.hard_pools[i] for i in changed],
+                               [sw.hard[i] for i in changed], cfg.progress)
+        out[kind] = list(test_scores[kind])
+        for i, problem_scores in zip(changed, scored, strict=True):
+            out[kind][i] = problem_scores
+    return out
+
+
+# what a seed's result keeps of its evaluation on a second test set
+SET_KEEP = ("prm", "orm", "majority", "pass", "step_auroc", "error_kinds", "top_picks")
 
 
 def ood_ns(cfg: DemoConfig) -> tuple[int, ...]:
@@ -42,18 +58,26 @@ def ood_ns(cfg: DemoConfig) -> tuple[int, ...]:
 
 
 def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
-    """One seed's figures (`evaluate_seed`), with the backbone's loss and the examples."""
+    """One seed's figures (`evaluate_seed`) on the test set, and on the out-of-distribution
+    and hard sets where the settings ask for them, with the backbone's loss and the
+    examples."""
     t0 = time.perf_counter()
     sw = seed_world(seed, cfg)
     models = seed_models(seed, cfg, work, sw)
     scores = seed_test_scores(models, sw, cfg.progress)
     result = evaluate_seed(seed, cfg, sw.splits.test, sw.test_pools, scores["prm"],
                            scores["orm"])
-    if sw.ood:
-        ood = seed_test_scores(models, sw, cfg.progress, split="ood")
-        full = evaluate_seed(seed, replace(cfg, ns=ood_ns(cfg)), sw.ood, sw.ood_pools,
-                             ood["prm"], ood["orm"])
-        result["ood"] = {k: full[k] for k in OOD_KEEP}
+    for split, ns in (("ood", ood_ns(cfg)), ("hard", cfg.ns)):
+        problems, pools = sw.problems_and_pools(split)
+        if not problems:
+            continue
+        scored = (hard_set_scores(models, sw, cfg, scores) if split == "hard"
+                  else seed_test_scores(models, sw, cfg.progress, split))
+        full = evaluate_seed(seed, replace(cfg, ns=ns), problems, pools, scored["prm"],
+                             scored["orm"])
+        result[split] = {k: full[k] for k in SET_KEEP}
+    if sw.hard:
+        result["hard"]["hard_problems"] = sum(map(world.is_hard, sw.hard))
     result.update(lm_loss=models.lm_losses, train_examples=models.train_examples,
                   seconds=time.perf_counter() - t0)
     return result

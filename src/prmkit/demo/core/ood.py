@@ -15,13 +15,18 @@ CURVES = ("prm", "orm", "majority", "pass")
 def summarise_ood(per_seed: list[dict], ns: list[int]) -> dict | None:
     """Means and stds over seeds of each seed's `ood` figures (None when no seed has them),
     with the Ns they are at and the rule the problems follow."""
-    rows = [r["ood"] for r in per_seed if "ood" in r]
+    return summarise_set(per_seed, ns, "ood", OOD_RULE)
+
+
+def summarise_set(per_seed: list[dict], ns: list[int], key: str, rule: str) -> dict | None:
+    """The same for the second test set each seed's result holds under `key`."""
+    rows = [r[key] for r in per_seed if key in r]
     if not rows:
         return None
-    out: dict = {"rule": OOD_RULE, "n": ns[: len(rows[0]["prm"])]}
-    for key in CURVES:
-        arr = np.array([r[key] for r in rows])
-        out[key], out[f"{key}_std"] = arr.mean(0).tolist(), arr.std(0).tolist()
+    out: dict = {"rule": rule, "n": ns[: len(rows[0]["prm"])]}
+    for curve in CURVES:
+        arr = np.array([r[curve] for r in rows])
+        out[curve], out[f"{curve}_std"] = arr.mean(0).tolist(), arr.std(0).tolist()
     aurocs = [r["step_auroc"] for r in rows]
     out["step_auroc"], out["step_auroc_std"] = float(np.mean(aurocs)), float(np.std(aurocs))
     out["error_kinds"] = summarise_kinds(rows)

@@ -39,16 +39,35 @@ class SeedWorld:
     test_pools: list
     ood: list
     ood_pools: list
+    hard: list  # the test problems with some made hard (`world.hard_problems`); [] for none
+    hard_pools: list
+
+    def problems_and_pools(self, split: str) -> tuple[list, list]:
+        """The problems and pools of a test set: "test", "ood" or "hard"."""
+        if split == "test":
+            return self.splits.test, self.test_pools
+        return getattr(self, split), getattr(self, f"{split}_pools")
 
 
 def seed_world(seed: int, cfg: DemoConfig) -> SeedWorld:
     splits = world.make_splits(seed, test=cfg.test_problems, train=cfg.train_problems,
                                pretrain=cfg.pretrain_problems, difficulty=cfg.difficulty)
     ood = world.ood_problems(cfg.ood_problems, seed=seed)
+    hard = world.hard_problems(splits.test, cfg.hard_share, seed) if cfg.hard_share else []
+    test_pools = world.sample_pools(splits.test, cfg.samples_per_test_problem, seed=seed + 1)
     return SeedWorld(splits,
                      world.sample_pools(splits.train, cfg.samples_per_train_problem, seed=seed),
-                     world.sample_pools(splits.test, cfg.samples_per_test_problem, seed=seed + 1),
-                     ood, world.sample_pools(ood, cfg.samples_per_ood_problem, seed=seed + 1))
+                     test_pools,
+                     ood, world.sample_pools(ood, cfg.samples_per_ood_problem, seed=seed + 1),
+                     hard, _hard_pools(hard, splits.test, test_pools, cfg, seed))
+
+
+def _hard_pools(hard: list, test: list, test_pools: list, cfg: DemoConfig, seed: int) -> list:
+    """The hard set's pools: a problem's pool depends on (seed, problem id) and its solver
+    alone, so an unchanged problem's is its test pool; the others are sampled as those."""
+    return [pool if p is t else world.sample_pools([p], cfg.samples_per_test_problem,
+                                                   seed=seed + 1)[0]
+            for p, t, pool in zip(hard, test, test_pools)]
 
 
 @dataclass

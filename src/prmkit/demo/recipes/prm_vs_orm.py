@@ -19,6 +19,7 @@ import numpy as np
 
 from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import run_seed
+from prmkit.demo.core.hard import hard_sentence, hard_table, summarise_hard
 from prmkit.demo.core.ood import ood_sentence, ood_table, summarise_ood
 from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.world.error_kinds import (
@@ -196,9 +197,12 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     summary = summarise(per_seed, ns, seconds)
     summary["aggregation"] = cfg.aggregation
     summary["ood"] = summarise_ood(per_seed, ns)
+    summary["hard"] = summarise_hard(per_seed, ns)
     summary["statement"] = verdict(summary)
     if summary["ood"]:
         summary["statement"] += " " + ood_sentence(summary, summary["ood"])
+    if summary["hard"]:
+        summary["statement"] += " " + hard_sentence(summary, summary["hard"])
     summary["config"] = asdict(cfg)
     summary["per_seed"] = [{k: v for k, v in r.items() if k != "calibration"} for r in per_seed]
 
@@ -211,6 +215,14 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
             plot_bon_curves(series, out / "bon_curves.png", title="Best-of-N in the demo world"),
         "The best-of-N pick: the reward model's own score of it (proxy) and the checker's "
         "verdict (mean over seeds)": plot_picks(summary, out / "pick_scores.png"),
+        **({"Best-of-N on the hard set, where larger pools still find right answers "
+            "(mean ± std over seeds)": plot_bon_curves(
+                {name: {"n": summary["hard"]["n"], "accuracy": summary["hard"][key],
+                        "std": summary["hard"][f"{key}_std"]} for name, key in (
+                    ("PRM", "prm"), ("ORM", "orm"), ("majority vote", "majority"),
+                    ("pass@N", "pass"))},
+                out / "bon_curves_hard.png", title="Best-of-N on hard problems")}
+           if summary["hard"] else {}),
         "PRM step calibration (first seed)":
             plot_calibration(per_seed[0]["calibration"], out / "calibration.png"),
     }
@@ -243,6 +255,9 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
             ood_table(summary, summary["ood"])
         tables["Out of distribution, per error kind (means over seeds)"] = \
             kinds_table(summary["ood"]["error_kinds"])
+    if summary["hard"]:
+        tables["The hard set: % of problems solved (mean ± std over seeds)"] = \
+            hard_table(summary["hard"])
     write_report(out, summary, plots, title="prmkit demo: process vs outcome supervision",
                  summary=summary["statement"], tables=tables)
     print(f"[demo] {summary['statement']}")

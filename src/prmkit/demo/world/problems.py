@@ -14,6 +14,7 @@ from prmkit.demo.world.plan import Plan, Propensity
 from prmkit.demo.world.trees import Tree
 from prmkit.errors import PrmkitError
 
+TRAP_RATE = (0.05, 0.7)  # per problem with a trap: how often the solver follows it, uniform
 DIFFICULTIES = {"easy": (1, 2), "medium": (2, 3, 4), "hard": (4, 5), "mixed": (1, 2, 3, 4, 5)}
 FORMS = ("word", "equation", "two-sided")
 TWO_SIDED_RE = re.compile(r"^Solve \d+x [-+] \d+ = \d+x [-+] \d+\.$")  # generators' two-sided text
@@ -161,7 +162,7 @@ def _world_problem(rng: random.Random, pid: str, kind: str, level: int, text: st
         copy=min(0.2, 0.018 * f),
         skip=min(0.2, 0.014 * f),
         cancel=0.06,
-        trap=rng.uniform(0.05, 0.7) if trap else 0.0,
+        trap=rng.uniform(*TRAP_RATE) if trap else 0.0,
     )
     return WorldProblem(id=pid, text=text, answer=str(tree.answer), kind=kind, level=level,
                         tree=tree, propensity=prop, trap=trap, trap_kind=trap_kind)

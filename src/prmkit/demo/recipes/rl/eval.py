@@ -60,7 +60,8 @@ def mean_or_none(values) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _scores(scorer, problems, texts, aggregation=None):
+def scores_of(scorer, problems, texts, aggregation=None):
+    """Each text's reward (`compute_step_rewards`), counted as evaluation passes."""
     with scorer.evaluating():
         return compute_step_rewards(scorer, [p.text for p in problems], texts,
                                     aggregation=aggregation)
@@ -72,8 +73,8 @@ def evaluate(sampler, problems, prm, orm, cfg, seed: int) -> dict:
                      seed + 1)
     flat = [(p, text, tokens) for p, pool in zip(problems, sampled) for text, tokens in pool]
     owners, texts = [p for p, _, _ in flat], [t for _, t, _ in flat]
-    prm_r = _scores(prm, owners, texts, cfg.demo.aggregation)
-    orm_r = _scores(orm, owners, texts)
+    prm_r = scores_of(prm, owners, texts, cfg.demo.aggregation)
+    orm_r = scores_of(orm, owners, texts)
     checks = [world.check_solution(p, solution_steps(t)) for p, t in zip(owners, texts)]
     first = [world.check_solution(p, solution_steps(pool[0][0])) for p, pool in
              zip(problems, greedy)]
@@ -123,7 +124,7 @@ def best_of_n(sampler, problems, cfg, seed: int, *models) -> list[dict]:
     any_right = [any(c.final_correct for c in pool) for pool in checks]
     out = []
     for model in models:
-        rewards = _scores(model, owners, texts, cfg.demo.aggregation)
+        rewards = scores_of(model, owners, texts, cfg.demo.aggregation)
         picks, at = [], 0
         for pool in checks:
             scores = [np.nan if r.score is None else r.score for r in rewards[at: at + len(pool)]]
