@@ -22,7 +22,10 @@ each of the first P training problems instead (the experiment's: 2,000 x 8).
 `ranking` tells whether a model ranks solutions or problems: on the best-of-N pools, with
 the last step's score, the AUROC of right against wrong final answers over all pools
 (`pooled`), and within each problem whose pool holds both (`within_problem`, their mean): a
-model that learns which problems are easy scores well pooled and near 0.5 within.
+model that learns which problems are easy scores well pooled and near 0.5 within; beside
+them the kind of each sample (`world.error_kinds`: right, or its first wrong step's kind)
+in the pools and in the model's picks. A model trained before in the same folder is read
+back.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,6 +48,7 @@ from prmkit.demo.lm.policy import policy_sampler, sample, solution_steps
 from prmkit.demo.recipes.rl.config import RLConfig
 from prmkit.demo.recipes.rl.eval import Counting, best_of_n, scores_of
 from prmkit.demo.recipes.rl.own_models import own_pools
+from prmkit.demo.world.error_kinds import error_kind
 from prmkit.evaluation import auroc
 from prmkit.scoring import Scorer
 
@@ -63,15 +68,19 @@ def ranking(model, sampler, problems, cfg, seed: int) -> dict:
     rewards = scores_of(model, owners, texts, "last")
     right = [int(world.check_solution(p, solution_steps(t)).final_correct)
              for p, t in zip(owners, texts)]
+    kinds = [error_kind(p, steps) if (steps := solution_steps(t)) else "no steps"
+             for p, t in zip(owners, texts)]
     score = [-1.0 if r.score is None else r.score for r in rewards]
-    within, at = [], 0
+    within, top, at = [], [], 0
     for pool in pools:
         s, y = score[at: at + len(pool)], right[at: at + len(pool)]
+        top.append(kinds[at + int(np.argmax(s))])
         at += len(pool)
         if 0 < sum(y) < len(y):
             within.append(auroc(s, y))
+    share = lambda ks: {k: round(v / len(ks), 3) for k, v in Counter(ks).most_common()}  # noqa: E731
     return {"pooled": auroc(score, right), "within_problem": float(np.mean(within)),
-            "mixed_problems": len(within)}
+            "mixed_problems": len(within), "pool_kinds": share(kinds), "pick_kinds": share(top)}
 
 
 def main() -> int:
@@ -106,9 +115,11 @@ def main() -> int:
             examples += world.to_step_examples(sw.splits.train, sw.train_pools, "orm", True)
         if args.labels == "every":
             examples = [every_step(e) for e in examples]
-        model = train_reward_model("prm" if args.labels == "every" else "orm",
-                                   resolve_base(cfg.demo.base, progress=False), examples,
-                                   out, cfg.demo, seed)
+        model = out / "model"
+        if not (out / "metrics.jsonl").is_file() or not model.is_dir():  # else: trained before
+            model = train_reward_model("prm" if args.labels == "every" else "orm",
+                                       resolve_base(cfg.demo.base, progress=False), examples,
+                                       out, cfg.demo, seed)
         orm = Counting(Scorer.from_pretrained(model, dtype=None, token_budget=16384))
         picks = {agg: best_of_n(policy_sampler(policy), list(sw.splits.test[: cfg.eval_problems]),
                                 replace(cfg, demo=replace(cfg.demo, aggregation=agg)), seed, orm)[0]

@@ -40,7 +40,7 @@ def test_the_hard_set_is_deterministic_and_each_problems_draw_its_own():
     assert [p.propensity for p in world.hard_problems(PROBLEMS, 0.2, 1)] != \
         [p.propensity for p in a]
     assert all(h is p for h, p in zip(world.hard_problems(PROBLEMS, 0.0, 0), PROBLEMS))
-    with pytest.raises(PrmkitError, match="hard share"):
+    with pytest.raises(PrmkitError, match="hard_share must lie"):
         world.hard_problems(PROBLEMS, 1.5)
 
 

@@ -34,7 +34,7 @@ def hard_problems(problems: Sequence[WorldProblem], share: float,
     """`problems` with `share` of those that have a trap made hard (module docstring);
     which ones and how hard depends on (seed, problem id) only."""
     if not 0.0 <= share <= 1.0:
-        raise PrmkitError(f"the hard share must lie in [0, 1], got {share}")
+        raise PrmkitError(f"hard_share must lie in [0, 1], got {share}")
     lo, hi = (math.log10(v) for v in READ_RIGHT)
     out = []
     for p in problems:
