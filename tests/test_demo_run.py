@@ -87,6 +87,25 @@ def test_quick_demo_reports_out_of_distribution_beside_in_distribution(quick_run
     assert "In and out of distribution" in html and escape(OOD_RULE) in html
 
 
+def test_quick_demo_reports_figure_3_on_the_hard_set(quick_runs):
+    from html import escape
+
+    out, summary = quick_runs[0]
+    metrics = json.loads((out / "metrics.json").read_text())
+    hard = metrics["hard"]
+    assert hard["n"] == metrics["n"] and hard["rule"] == world.HARD_RULE
+    for key in ("prm", "orm", "majority", "pass"):
+        per_seed = [r["hard"][key] for r in metrics["per_seed"]]
+        assert np.allclose(hard[key], np.mean(per_seed, axis=0)), key
+    assert all(v <= p + 1e-9 for v, p in zip(hard["prm"], hard["pass"]))
+    assert hard["pass"][0] < metrics["pass"][0]  # hard problems are solved less often
+    assert hard["hard_problems"] == [r["hard"]["hard_problems"] for r in metrics["per_seed"]]
+    assert "On the hard set (" in summary["statement"]
+    html = (out / "report.html").read_text()
+    assert "The hard set" in html and escape(world.HARD_RULE) in html
+    assert (out / "bon_curves_hard.png").stat().st_size > 0
+
+
 def test_quick_demo_reports_the_picks_proxy_score_beside_the_checkers_verdict(quick_runs):
     out, summary = quick_runs[0]
     metrics = json.loads((out / "metrics.json").read_text())
