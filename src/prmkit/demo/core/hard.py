@@ -4,10 +4,13 @@ beside the test set's in one sentence."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from prmkit.demo.core.ood import summarise_set
 from prmkit.demo.world import HARD_RULE
+from prmkit.evaluation import plot_bon_curves
 
 NAMES = (("PRM", "prm"), ("ORM", "orm"), ("majority vote", "majority"), ("pass@N", "pass"))
 
@@ -37,6 +40,13 @@ def hard_table(hard: dict) -> dict:
     pct = lambda key, i: f"{100 * hard[key][i]:.1f} ± {100 * hard[f'{key}_std'][i]:.1f}"  # noqa: E731
     return {"columns": ["N", *(name for name, _ in NAMES)],
             "rows": [[n, *(pct(key, i) for _, key in NAMES)] for i, n in enumerate(hard["n"])]}
+
+
+def plot_hard(hard: dict, path: Path) -> Path:
+    """The hard set's best-of-N curves, with pass@N (mean ± std over seeds)."""
+    series = {name: {"n": hard["n"], "accuracy": hard[key], "std": hard[f"{key}_std"]}
+              for name, key in NAMES}
+    return plot_bon_curves(series, path, title="Best-of-N on hard problems")
 
 
 def hard_sentence(summary: dict, hard: dict) -> str:

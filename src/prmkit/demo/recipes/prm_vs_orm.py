@@ -19,7 +19,7 @@ import numpy as np
 
 from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import run_seed
-from prmkit.demo.core.hard import hard_sentence, hard_table, summarise_hard
+from prmkit.demo.core.hard import hard_sentence, hard_table, plot_hard, summarise_hard
 from prmkit.demo.core.ood import ood_sentence, ood_table, summarise_ood
 from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.world.error_kinds import (
@@ -216,12 +216,7 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
         "The best-of-N pick: the reward model's own score of it (proxy) and the checker's "
         "verdict (mean over seeds)": plot_picks(summary, out / "pick_scores.png"),
         **({"Best-of-N on the hard set, where larger pools still find right answers "
-            "(mean ± std over seeds)": plot_bon_curves(
-                {name: {"n": summary["hard"]["n"], "accuracy": summary["hard"][key],
-                        "std": summary["hard"][f"{key}_std"]} for name, key in (
-                    ("PRM", "prm"), ("ORM", "orm"), ("majority vote", "majority"),
-                    ("pass@N", "pass"))},
-                out / "bon_curves_hard.png", title="Best-of-N on hard problems")}
+            "(mean ± std over seeds)": plot_hard(summary["hard"], out / "bon_curves_hard.png")}
            if summary["hard"] else {}),
         "PRM step calibration (first seed)":
             plot_calibration(per_seed[0]["calibration"], out / "calibration.png"),
