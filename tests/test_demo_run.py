@@ -100,9 +100,14 @@ def test_quick_demo_reports_figure_3_on_the_hard_set(quick_runs):
     assert all(v <= p + 1e-9 for v, p in zip(hard["prm"], hard["pass"]))
     assert hard["pass"][0] < metrics["pass"][0]  # hard problems are solved less often
     assert hard["hard_problems"] == [r["hard"]["hard_problems"] for r in metrics["per_seed"]]
+    for key in PICK_KEYS:  # Gao et al.'s view there too
+        per_seed = [r["hard"][key] for r in metrics["per_seed"]]
+        assert np.allclose(hard[key], np.mean(per_seed, axis=0)), key
     assert "On the hard set (" in summary["statement"]
+    assert "On the hard set: The PRM's own score of its best-of-N pick" in summary["statement"]
     html = (out / "report.html").read_text()
     assert "The hard set" in html and escape(world.HARD_RULE) in html
+    assert "The hard set: the best-of-N pick" in html
     assert (out / "bon_curves_hard.png").stat().st_size > 0
 
 

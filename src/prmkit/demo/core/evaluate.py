@@ -48,8 +48,11 @@ def hard_set_scores(models: SeedModels, sw: SeedWorld, cfg: DemoConfig,
     return out
 
 
+# per N, each reward model's best-of-N pick: its own score of it and whether it is right
+PICK_KEYS = ("prm_pick_score", "prm_pick_right", "orm_pick_score", "orm_pick_right")
 # what a seed's result keeps of its evaluation on a second test set
-SET_KEEP = ("prm", "orm", "majority", "pass", "step_auroc", "error_kinds", "top_picks")
+SET_KEEP = ("prm", "orm", "majority", "pass", "step_auroc", "error_kinds", "top_picks",
+            *PICK_KEYS)
 
 
 def ood_ns(cfg: DemoConfig) -> tuple[int, ...]:

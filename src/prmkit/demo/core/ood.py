@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from prmkit.demo.core.evaluate import PICK_KEYS
 from prmkit.demo.world import OOD_RULE
 from prmkit.demo.world.error_kinds import summarise_kinds
 
@@ -24,7 +25,7 @@ def summarise_set(per_seed: list[dict], ns: list[int], key: str, rule: str) -> d
     if not rows:
         return None
     out: dict = {"rule": rule, "n": ns[: len(rows[0]["prm"])]}
-    for curve in CURVES:
+    for curve in (*CURVES, *(k for k in PICK_KEYS if k in rows[0])):
         arr = np.array([r[curve] for r in rows])
         out[curve], out[f"{curve}_std"] = arr.mean(0).tolist(), arr.std(0).tolist()
     aurocs = [r["step_auroc"] for r in rows]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.demo.core.config import DemoConfig, quick_config
-from prmkit.demo.core.evaluate import run_seed
+from prmkit.demo.core.evaluate import PICK_KEYS, run_seed
 from prmkit.demo.core.hard import hard_sentence, hard_table, plot_hard, summarise_hard
 from prmkit.demo.core.ood import ood_sentence, ood_table, summarise_ood
 from prmkit.demo.core.parallel import map_seeds
@@ -34,7 +34,6 @@ from prmkit.evaluation.plots import Curve, Panel, plot_curves
 from prmkit.evaluation.report import write_report
 
 Config = DemoConfig
-PICK_KEYS = ("prm_pick_score", "prm_pick_right", "orm_pick_score", "orm_pick_right")
 
 
 def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
@@ -121,6 +120,15 @@ def verdict(summary: dict) -> str:
     return " ".join(lines)
 
 
+def pick_table(curves: dict) -> dict:
+    """Per N, each reward model's best-of-N pick: its proxy score and % right."""
+    pct = lambda k, i: f"{100 * curves[k][i]:.1f} ± {100 * curves[k + '_std'][i]:.1f}"  # noqa: E731
+    return {"columns": ["N", "PRM score", "PRM % right", "ORM score", "ORM % right"],
+            "rows": [[n, *(f"{curves[k][i]:.3f} ± {curves[k + '_std'][i]:.3f}" if "score" in k
+                           else pct(k, i) for k in PICK_KEYS)]
+                     for i, n in enumerate(curves["n"])]}
+
+
 def over_optimisation(summary: dict) -> list[str]:
     """Per model, Gao et al.'s view: the N at which its pick's proxy score (its own score of
     the pick) still rises while the checker finds fewer of its picks right."""
@@ -202,7 +210,9 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     if summary["ood"]:
         summary["statement"] += " " + ood_sentence(summary, summary["ood"])
     if summary["hard"]:
-        summary["statement"] += " " + hard_sentence(summary, summary["hard"])
+        summary["statement"] += " ".join(["", hard_sentence(summary, summary["hard"]),
+                                          "On the hard set:",
+                                          *over_optimisation(summary["hard"])])
     summary["config"] = asdict(cfg)
     summary["per_seed"] = [{k: v for k, v in r.items() if k != "calibration"} for r in per_seed]
 
@@ -236,11 +246,8 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
                      ["wall time of the whole run", f"{summary['seconds']:.0f} s"]],
         },
     }
-    tables["The best-of-N pick: its proxy score and % right (mean ± std over seeds)"] = {
-        "columns": ["N", "PRM score", "PRM % right", "ORM score", "ORM % right"],
-        "rows": [[n, *(f"{summary[k][i]:.3f} ± {summary[k + '_std'][i]:.3f}" if "score" in k
-                       else pct(k, i) for k in PICK_KEYS)] for i, n in enumerate(ns)],
-    }
+    tables["The best-of-N pick: its proxy score and % right (mean ± std over seeds)"] = \
+        pick_table(summary)
     tables[f"Per error kind: right steps against first wrong steps (AUROC), and what "
            f"best-of-{ns[-1]} picks (means over seeds)"] = kinds_table(summary["error_kinds"])
     tables["PRM step AUROC per problem form and error kind (mean over seeds, lowest seed)"] = \
@@ -253,6 +260,8 @@ def _report(out: Path, cfg: Config, per_seed: list[dict], seconds: float) -> dic
     if summary["hard"]:
         tables["The hard set: % of problems solved (mean ± std over seeds)"] = \
             hard_table(summary["hard"])
+        tables["The hard set: the best-of-N pick's proxy score and % right (mean ± std over "
+               "seeds)"] = pick_table(summary["hard"])
     write_report(out, summary, plots, title="prmkit demo: process vs outcome supervision",
                  summary=summary["statement"], tables=tables)
     print(f"[demo] {summary['statement']}")
