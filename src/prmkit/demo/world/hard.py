@@ -3,8 +3,9 @@
 Best-of-N can only rise while larger pools still hold right solutions that smaller ones
 lack. On MATH, "Let's Verify Step by Step"'s generator leaves many problems unsolved at
 small N and solves them at large N, so its Figure 3 keeps rising to N = 1,860. This
-world's solver solves every easy problem within 16 samples (pass@16 is 97.5% or more at
-every level), so past N = 16 a larger pool adds only distractors. The hard set keeps the
+world's solver solves almost every problem within 16 samples (pass@16 98.4% or more at
+every level: `benchmarks/world_hard_settings.py`), so past N = 16 a larger pool adds only
+distractors. The hard set keeps the
 test problems and their wording and changes the solver alone: of the problems that have a
 trap (a misreading the solver may follow), a share `share`, drawn per problem from
 (seed, problem id), follow it with probability 1 - r, where r, the chance of reading the
