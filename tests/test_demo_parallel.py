@@ -53,3 +53,21 @@ def test_seed_workers_fill_the_cores_at_the_threads_of_each(monkeypatch, threads
 def test_negative_workers_are_refused():
     with pytest.raises(PrmkitError, match="workers must be 0"):
         parallel.seed_workers(DemoConfig(workers=-1))
+
+
+
+@pytest.mark.parametrize("experiment, results, line", [
+    ("active", "active/metrics.json", "[active] seed 1"),  # the small-scale experiments'
+    ("search", "search/search_world.json", "model saved to"),
+])
+def test_quick_experiments_in_two_processes_give_the_figures_of_one_process(
+        tmp_path, experiment, results, line):
+    """Experiments other than the demo run their seeds as it does: the same figures."""
+    figures = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        assert main(["demo", "--experiment", experiment, "--quick", "--seeds", "0,1",
+                     "--no-progress", "--out", str(out), "--set", f"workers={workers}"]) == 0
+        figures[workers] = _figures(json.loads((out / results).read_text()))
+    assert line in (tmp_path / "w2" / "work" / "seed1" / "output.log").read_text()
+    assert figures[2] == figures[1]

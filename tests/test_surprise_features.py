@@ -8,7 +8,12 @@ from prmkit.errors import PrmkitError
 from prmkit.models.backbones import tiny_random
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.reward_model import StepRewardModel
-from prmkit.models.surprise import LOGPROB_FLOOR, surprise_features
+from prmkit.models.surprise import (
+    LOGPROB_FLOOR,
+    all_predecessors,
+    predecessors,
+    surprise_features,
+)
 from prmkit.scoring import IncrementalScorer, Scorer
 from prmkit.training.batching import collate
 from prmkit.training.packing import pack_examples, unpacked_rows
@@ -48,6 +53,27 @@ def test_first_token_of_a_sequence_has_no_surprise(model):
     # tokens 1 and 0 are read; token 0 has no predecessor, nor do the two before it
     assert got[0, W + 1:].eq(0).all() and got[0, 0] < 1
     assert got[0, 1:W].eq(1).all()
+
+
+def test_every_tokens_predecessor_is_the_one_the_token_by_token_rule_finds(model):
+    """`all_predecessors` (t - 1 where the token may attend to it, the general rule for the
+    rest) equals `predecessors` at every token: in trees (compact and dense masks), with
+    rows of two tries and padding, and in padded rows."""
+    examples = _examples()
+    trees = collate(pack_examples(examples, model.encoder, row_tokens=4096)
+                    + pack_examples(examples[:2], model.encoder, row_tokens=4096), pad_id=0)
+    plain = collate(unpacked_rows(examples, model.encoder), pad_id=0)
+    for batch, masks in ((trees, (trees.attention_mask, trees.attention_mask.dense())),
+                         (plain, (plain.attention_mask, None))):
+        b, n = batch.input_ids.shape
+        rows = torch.arange(b).repeat_interleave(n)
+        t = torch.arange(n).repeat(b)
+        for mask in masks:
+            want = predecessors(rows, t, mask, batch.position_ids, n).view(b, n)
+            got = all_predecessors(mask, batch.position_ids, batch.input_ids.shape, t.device)
+            assert torch.equal(got, want)
+        if batch is trees:  # some tokens follow another branch: their predecessor is further back
+            assert ((want >= 0) & (want != torch.arange(-1, n - 1))).any()
 
 
 def test_tree_packed_rows_give_the_padded_rows_logits(model):

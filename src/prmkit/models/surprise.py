@@ -69,6 +69,29 @@ def predecessors(rows: torch.Tensor, t: torch.Tensor, attention_mask, position_i
     return torch.where(t >= 0, prev, -1)
 
 
+def all_predecessors(attention_mask, position_ids, shape: torch.Size,
+                     device: torch.device) -> torch.Tensor:
+    """[B, L]: `predecessors` of every token. In a tree, t - 1 is the predecessor of every
+    token that may attend to it (the latest earlier token); the general rule runs only for
+    the others (a row's first token, a segment's first token after another branch)."""
+    b, n = shape
+    rows = torch.arange(b, device=device).repeat_interleave(n)
+    t = torch.arange(n, device=device).repeat(b)
+    if isinstance(attention_mask, TreeMask):
+        seg = attention_mask.segments
+        direct = attention_mask.ancestry[torch.arange(b, device=device)[:, None],
+                                         seg[:, 1:], seg[:, :-1]]
+    elif attention_mask is not None and attention_mask.dim() == 3:
+        direct = attention_mask[:, 1:, :-1].diagonal(dim1=1, dim2=2).bool()
+    else:
+        return predecessors(rows, t, attention_mask, position_ids, n).view(b, n)
+    direct = torch.cat([torch.zeros(b, 1, dtype=torch.bool, device=device), direct], dim=1)
+    out = torch.where(direct, torch.arange(-1, n - 1, device=device).expand(b, n), -1)
+    other = (~direct).flatten().nonzero().squeeze(1)
+    out.view(-1)[other] = predecessors(rows[other], t[other], attention_mask, position_ids, n)
+    return out
+
+
 def surprise_features(lm_head: torch.nn.Module, hidden: torch.Tensor, input_ids: torch.Tensor,
                       label_positions: torch.Tensor, window: int, attention_mask=None,
                       position_ids=None, step: bool = False) -> torch.Tensor:
@@ -77,10 +100,10 @@ def surprise_features(lm_head: torch.nn.Module, hidden: torch.Tensor, input_ids:
     where the sequence has fewer tokens. With `step`, over the tokens of those W that are
     the label's own step: exp(sum of log p), max(sum, -20) / 20, min(log p) / 20."""
     rows, t = label_positions[:, 0], label_positions[:, 1]
-    length = input_ids.shape[1]
+    before = all_predecessors(attention_mask, position_ids, input_ids.shape, input_ids.device)
     tokens, prevs = [], []
     for _ in range(window):
-        p = predecessors(rows, t, attention_mask, position_ids, length)
+        p = torch.where(t >= 0, before[rows, t.clamp_min(0)], -1)
         tokens.append(t)
         prevs.append(p)
         t = p

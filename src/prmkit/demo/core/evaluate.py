@@ -89,8 +89,7 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
 def evaluate_seed(seed: int, cfg: DemoConfig, test_set: list, test_pools: list,
                   prm_scores: list, orm_scores: list) -> dict:
     """Best-of-N, majority vote, pass@N and step metrics of one seed's scored test pools."""
-    checks = [[world.check_solution(p, sol) for sol in pool]
-              for p, pool in zip(test_set, test_pools)]
+    checks = [world.check_pool(p, pool) for p, pool in zip(test_set, test_pools)]
     prm_pools = checked_pools(test_set, test_pools, prm_scores, cfg.aggregation,
                               world_clusterer(), checks)
     orm_pools = checked_pools(test_set, test_pools, orm_scores, "last", checks=checks)

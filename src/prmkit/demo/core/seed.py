@@ -176,5 +176,6 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
         progress=cfg.progress,
         num_threads=cfg.threads,
         log_every=50,
+        final_eval=False,  # the demo reads its models on its own test sets, not this one
     )
     return train(tcfg, model=model).model_dir

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from prmkit.demo import world
-from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
+from prmkit.demo.core.config import DemoConfig, quick_config
+from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.core.scores import cached_scores
 from prmkit.demo.core.seed import SeedModels, models_folder, seed_models, seed_world
 from prmkit.demo.core.thresholds import choose_threshold
@@ -166,17 +168,26 @@ def prepare_seed(seed: int, cfg: SmallScaleConfig, work: Path) -> SeedSetup:
         threshold=chosen if cfg.threshold is None else cfg.threshold)
 
 
+def _seed_in_process(cfg: SmallScaleConfig, run_seed, seed: int, runs: DemoConfig,
+                     work: Path) -> dict:
+    """One seed under `map_seeds`, whose settings `runs` say whether it shows progress."""
+    return run_seed(prepare_seed(seed, replace(cfg, progress=runs.progress), work))
+
+
 def world_checks(problems: list, pools: list) -> list:
     """The checker's verdict on every solution of every pool."""
-    return [[world.check_solution(p, s) for s in pool] for p, pool in zip(problems, pools)]
+    return [world.check_pool(p, pool) for p, pool in zip(problems, pools)]
 
 
 def run_seeds(cfg: SmallScaleConfig, work: Path, run_seed, summarise, verdict) -> dict:
-    """Every seed of an experiment (`run_seed` of its setup), summarised, with the wall
-    time, the statement and the settings."""
+    """Every seed of an experiment (`run_seed` of its setup, a module-level function),
+    summarised, with the wall time, the statement and the settings. The seeds run as the
+    demo's do (`core.parallel.map_seeds`: each in a process of its own where the cores
+    hold them, by `cfg.demo.workers`), with the same figures either way."""
     t0 = time.perf_counter()
-    with torch_settings(cfg.demo.threads):
-        per_seed = [run_seed(prepare_seed(s, cfg, Path(work))) for s in cfg.seeds]
+    runs = replace(cfg.demo, seeds=tuple(cfg.seeds), progress=cfg.progress)
+    per_seed = map_seeds(partial(_seed_in_process, cfg, run_seed), runs, Path(work),
+                         line=lambda s, _: f"[small-scale] seed {s}: done")
     summary = summarise(per_seed, cfg)
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     summary["statement"] = verdict(summary)

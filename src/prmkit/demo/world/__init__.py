@@ -16,7 +16,7 @@ statistics.
 
 from __future__ import annotations
 
-from prmkit.demo.world.checker import StepCheck, check_solution, extract_final_answer
+from prmkit.demo.world.checker import StepCheck, check_pool, check_solution, extract_final_answer
 from prmkit.demo.world.examples import (
     corpus_documents,
     corpus_text,
@@ -41,7 +41,7 @@ from prmkit.demo.world.trees import MAX_VALUE, OPS, Node, NodeRef, Tree, build_t
 __all__ = [
     "DIFFICULTIES", "HARD_RULE", "MAX_VALUE", "OOD_RULE", "OPS", "Node", "NodeRef", "Propensity",
     "StepCheck", "Tree", "WorldProblem", "WorldSplits", "WorldStats", "build_tree",
-    "check_solution", "corpus_documents", "corpus_text", "extract_final_answer",
+    "check_pool", "check_solution", "corpus_documents", "corpus_text", "extract_final_answer",
     "hard_problems", "is_hard", "main", "majority_answer", "make_problems", "make_splits",
     "ood_problems", "sample_pools", "sample_solutions", "to_scored_samples",
     "to_step_examples", "with_solver", "world_stats",

@@ -78,3 +78,16 @@ def check_solution(problem: WorldProblem, steps: Sequence[str]) -> StepCheck:
         labels.append(-1)
     first_error = labels.index(-1) if -1 in labels else -1
     return StepCheck(labels, first_error, parse_int(answer) == truth, answer)
+
+
+def check_pool(problem: WorldProblem, pool: Sequence[Sequence[str]]) -> list[StepCheck]:
+    """`check_solution` of every solution of a pool; a pool of sampled solutions repeats
+    itself, and each distinct solution is checked once."""
+    seen: dict[tuple, StepCheck] = {}
+    out = []
+    for steps in pool:
+        key = tuple(steps)
+        if key not in seen:
+            seen[key] = check_solution(problem, steps)
+        out.append(seen[key])
+    return out

@@ -85,9 +85,13 @@ def kind_report(problems, pools, step_scores, picks) -> dict:
     for prob, pool, scores, pick in zip(problems, pools, step_scores, picks):
         form_right = right.setdefault(prob.form, [])
         form_wrong = wrong.setdefault(prob.form, {k: [] for k in (*KINDS, "other")})
+        seen: dict[tuple, tuple] = {}  # a pool repeats its solutions: each checked once
         for k, (steps, probs) in enumerate(zip(pool, scores)):
-            chk = check_solution(prob, steps)
-            kind = error_kind(prob, steps, chk)
+            key = tuple(steps)
+            if key not in seen:
+                chk = check_solution(prob, steps)
+                seen[key] = chk, error_kind(prob, steps, chk)
+            chk, kind = seen[key]
             pool_kinds[kind] += 1
             if k == pick:
                 picked[kind] += 1
