@@ -55,7 +55,6 @@ def test_negative_workers_are_refused():
         parallel.seed_workers(DemoConfig(workers=-1))
 
 
-
 @pytest.mark.parametrize("experiment, results, line", [
     ("active", "active/metrics.json", "[active] seed 1"),  # the small-scale experiments'
     ("search", "search/search_world.json", "model saved to"),
