@@ -58,6 +58,7 @@ def test_negative_workers_are_refused():
 @pytest.mark.parametrize("experiment, results, line", [
     ("active", "active/metrics.json", "[active] seed 1"),  # the small-scale experiments'
     ("search", "search/search_world.json", "model saved to"),
+    ("diagnose", "diagnose/diagnosis-seed1.json", "model saved to"),
 ])
 def test_quick_experiments_in_two_processes_give_the_figures_of_one_process(
         tmp_path, experiment, results, line):

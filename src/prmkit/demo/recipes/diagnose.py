@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.demo import world
-from prmkit.demo.core.config import DemoConfig, quick_config, torch_settings
+from prmkit.demo.core.config import DemoConfig, quick_config
 from prmkit.demo.core.evaluate import seed_test_scores
+from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.core.scores import checked_pools, world_clusterer
 from prmkit.demo.core.seed import seed_models, seed_world
 from prmkit.demo.world.checker import STEP_RE
@@ -84,7 +85,7 @@ def diagnose(seed: int, cfg: DemoConfig, work: Path) -> dict:
     sw = seed_world(seed, cfg)
     scores = seed_test_scores(seed_models(seed, cfg, work, sw), sw, progress=False)
     test, pools = sw.splits.test, sw.test_pools
-    checks = [[world.check_solution(p, s) for s in pool] for p, pool in zip(test, pools)]
+    checks = [world.check_pool(p, pool) for p, pool in zip(test, pools)]
     kinds = [[coarse_kind(p, s, c) for s, c in zip(pool, cs)]
              for p, pool, cs in zip(test, pools, checks)]
     answered = [[i for i, c in enumerate(cs) if c.answer is not None] for cs in checks]
@@ -205,10 +206,9 @@ def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
     """Every seed's diagnosis, printed and written to out/diagnosis-seed{s}.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {}
-    with torch_settings(cfg.threads):
-        for seed in cfg.seeds:
-            results[seed] = r = diagnose(seed, cfg, Path(work))
-            print(f"[diagnose] seed {seed}\n{format_report(r)}")
-            (out / f"diagnosis-seed{seed}.json").write_text(json.dumps(r, indent=1))
+    per_seed = map_seeds(diagnose, cfg, Path(work),
+                         line=lambda s, r: f"[diagnose] seed {s}\n{format_report(r)}")
+    results = dict(zip(cfg.seeds, per_seed))
+    for seed, r in results.items():
+        (out / f"diagnosis-seed{seed}.json").write_text(json.dumps(r, indent=1))
     return results
