@@ -86,6 +86,13 @@ def map_seeds(fn: Callable, cfg: DemoConfig, work: Path,
     return [done[s] for s in cfg.seeds]
 
 
+def with_demo_settings(run_seed: Callable, cfg: Any, seed: int, demo: DemoConfig, work: Path):
+    """`run_seed(seed, cfg, work)` for an experiment whose settings `cfg` hold its demo
+    settings, with `cfg.demo` the ones `map_seeds` hands this seed (quiet in a process of
+    its own): give `map_seeds` `partial(with_demo_settings, run_seed, cfg)`."""
+    return run_seed(seed, replace(cfg, demo=demo), work)
+
+
 def _in_process(fn: Callable, seed: int, cfg: DemoConfig, work: Path):
     log = work / f"seed{seed}" / LOG
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import numpy as np
 
 from prmkit.demo import world
 from prmkit.demo.core.config import DemoConfig, quick_config
-from prmkit.demo.core.parallel import map_seeds
+from prmkit.demo.core.parallel import map_seeds, with_demo_settings
 from prmkit.demo.core.scores import same_number, world_clusterer
 from prmkit.demo.core.seed import seed_models
 from prmkit.demo.world.sampler import WorldSampler
@@ -195,15 +195,9 @@ def plot(summary: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def _seed_in_process(cfg: WorldSearchConfig, seed: int, demo: DemoConfig, work: Path) -> dict:
-    """One seed under `map_seeds` (each in a process of its own where the cores hold them,
-    with the demo settings it hands that process)."""
-    return run_seed(seed, replace(cfg, demo=demo), work)
-
-
 def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
     t0 = time.perf_counter()
-    per_seed = map_seeds(partial(_seed_in_process, cfg), cfg.demo, Path(work))
+    per_seed = map_seeds(partial(with_demo_settings, run_seed, cfg), cfg.demo, Path(work))
     summary = summarise(per_seed)
     d = cfg.demo
     summary["meta"] = {"seeds": list(d.seeds), "test_problems": d.test_problems,

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 from prmkit.demo.world.problems import WorldProblem
 from prmkit.demo.world.trees import apply_op
 
 STEP_RE = re.compile(r"^\s*(-?\d+)\s*([-+*/])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
 _ANSWER_RE = re.compile(r"^\s*Answer:\s*(.*?)\s*$")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -80,14 +83,19 @@ def check_solution(problem: WorldProblem, steps: Sequence[str]) -> StepCheck:
     return StepCheck(labels, first_error, parse_int(answer) == truth, answer)
 
 
-def check_pool(problem: WorldProblem, pool: Sequence[Sequence[str]]) -> list[StepCheck]:
-    """`check_solution` of every solution of a pool; a pool of sampled solutions repeats
-    itself, and each distinct solution is checked once."""
-    seen: dict[tuple, StepCheck] = {}
+def per_distinct(fn: Callable[[Sequence[str]], T], pool: Sequence[Sequence[str]]) -> list[T]:
+    """`fn(steps)` for every solution of a pool, run once per distinct solution (a pool of
+    sampled solutions repeats itself); repeats share the result."""
+    seen: dict[tuple, T] = {}
     out = []
     for steps in pool:
         key = tuple(steps)
         if key not in seen:
-            seen[key] = check_solution(problem, steps)
+            seen[key] = fn(steps)
         out.append(seen[key])
     return out
+
+
+def check_pool(problem: WorldProblem, pool: Sequence[Sequence[str]]) -> list[StepCheck]:
+    """`check_solution` of every solution of a pool, each distinct one checked once."""
+    return per_distinct(partial(check_solution, problem), pool)

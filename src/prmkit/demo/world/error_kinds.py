@@ -18,10 +18,11 @@ checker's verdict, never from the solver's bookkeeping:
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
-from prmkit.demo.world.checker import STEP_RE, check_solution
+from prmkit.demo.world.checker import STEP_RE, check_solution, per_distinct
 from prmkit.demo.world.problems import FORMS
 from prmkit.demo.world.trees import apply_op
 from prmkit.evaluation import auroc
@@ -67,6 +68,11 @@ def error_kind(problem, steps, check=None) -> str:
     return "cancel" if chk.final_correct else "miscopy"
 
 
+def _checked_kind(problem, steps) -> tuple:
+    chk = check_solution(problem, steps)
+    return chk, error_kind(problem, steps, chk)
+
+
 def kind_report(problems, pools, step_scores, picks) -> dict:
     """Per error kind: the step AUROC of right steps against the first wrong step of
     solutions of that kind (steps up to the first error, a null score filled as the
@@ -85,13 +91,8 @@ def kind_report(problems, pools, step_scores, picks) -> dict:
     for prob, pool, scores, pick in zip(problems, pools, step_scores, picks):
         form_right = right.setdefault(prob.form, [])
         form_wrong = wrong.setdefault(prob.form, {k: [] for k in (*KINDS, "other")})
-        seen: dict[tuple, tuple] = {}  # a pool repeats its solutions: each checked once
-        for k, (steps, probs) in enumerate(zip(pool, scores)):
-            key = tuple(steps)
-            if key not in seen:
-                chk = check_solution(prob, steps)
-                seen[key] = chk, error_kind(prob, steps, chk)
-            chk, kind = seen[key]
+        verdicts = per_distinct(partial(_checked_kind, prob), pool)
+        for k, (probs, (chk, kind)) in enumerate(zip(scores, verdicts)):
             pool_kinds[kind] += 1
             if k == pick:
                 picked[kind] += 1

@@ -30,8 +30,8 @@ from functools import partial
 from pathlib import Path
 
 from prmkit.data.io import cached_json
-from prmkit.demo.core.config import DemoConfig, torch_settings
-from prmkit.demo.core.parallel import map_seeds
+from prmkit.demo.core.config import torch_settings
+from prmkit.demo.core.parallel import map_seeds, with_demo_settings
 from prmkit.demo.core.seed import seed_backbone, seed_models, seed_world
 from prmkit.demo.lm.policy import policy_rows, policy_sampler, train_policy
 from prmkit.demo.recipes.rl.config import RLConfig
@@ -142,11 +142,6 @@ def run_seed_rewards(seed: int, cfg: RLConfig, work: Path) -> dict:
     return {"seed": seed, "start": start, "runs": runs}
 
 
-def _seed_in_process(cfg: RLConfig, seed: int, demo: DemoConfig, work: Path) -> dict:
-    """One seed under `map_seeds` (which hands each process the demo settings it runs with)."""
-    return run_seed_rewards(seed, replace(cfg, demo=demo), work)
-
-
 def run(cfg: RLConfig | None = None, out: str | Path = "rl-output",
         work: str | Path | None = None) -> dict:
     """The whole experiment, then rl_world.json, .png and a report. The verifier's runs come
@@ -159,10 +154,10 @@ def run(cfg: RLConfig | None = None, out: str | Path = "rl-output",
     t0 = time.perf_counter()
     if "verifier" in cfg.rewards and len(cfg.rewards) > 1 and not cfg.compare_outside_regime:
         first = replace(cfg, rewards=("verifier",))
-        per_seed = map_seeds(partial(_seed_in_process, first), cfg.demo, work)
+        per_seed = map_seeds(partial(with_demo_settings, run_seed_rewards, first), cfg.demo, work)
         if not regime(per_seed, cfg)["met"]:
             print("[rl] the regime checks do not hold: the other rewards are not run "
                   "(compare_outside_regime=true runs them)", flush=True)
             return write_outputs(out, first, per_seed, time.perf_counter() - t0)
-    per_seed = map_seeds(partial(_seed_in_process, cfg), cfg.demo, work)
+    per_seed = map_seeds(partial(with_demo_settings, run_seed_rewards, cfg), cfg.demo, work)
     return write_outputs(out, cfg, per_seed, time.perf_counter() - t0)
