@@ -7,12 +7,14 @@ WORK is the RL experiment's work folder (`prmkit demo --experiment rl --out OUT`
 in OUT/work): seed 0's policy and reward models are read from it, or trained there first
 (about 15 minutes). Runs `--steps` GRPO steps at the experiment's settings, without its
 held-out evaluations, under cProfile (one torch thread), and writes seconds per step by
-part to benchmarks/results/rl_step_profile.json.
+part to `--results` (default benchmarks/results/rl_step_profile.json).
 
 `--trim-rows 0,32 --rounds 2` runs the steps with each setting of the loss's trimmed
 log-probability chunks (`prmkit.rewards.trl_trim`; 0: TRL's padded pass), alternating,
 `--rounds` times each, from the same policy: seconds per step by part for each, and the
-ratio of the medians.
+ratio of the medians. `--share-prefixes 0,1` does the same for the reward models' scoring
+of a group's completions on its prompt's cached keys and values (1: the experiment's).
+Given both, every pair of settings is run.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ PARTS = {
 }
 
 
-def profile_steps(args, cfg, s, trim_rows: int) -> tuple[float, dict]:
+def profile_steps(args, cfg, s, trim_rows: int, share: bool) -> tuple[float, dict]:
     """Seconds per step and per part of `args.steps` GRPO steps under cProfile."""
+    s.prm.scorer.share_prefixes = s.orm.scorer.share_prefixes = share
     trainer = grpo_trainer(args.reward, cfg, s.seed, s.policy_dir,
                            prompt_rows(s.problems, cfg, s.seed), s.problems, s.prm, s.orm,
                            Path(args.work) / "profile-rl-step", Ledger())
@@ -71,30 +74,36 @@ def main() -> int:
     ap.add_argument("--reward", default="prm_process")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--trim-rows", default="32", help="comma-separated settings to compare")
+    ap.add_argument("--share-prefixes", default="1", help="comma-separated 0/1 to compare")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--results", default=str(RESULTS / "rl_step_profile.json"))
     args = ap.parse_args()
-    settings = [int(x) for x in args.trim_rows.split(",")]
+    settings = [(int(rows), bool(int(share))) for rows in args.trim_rows.split(",")
+                for share in args.share_prefixes.split(",")]
     cfg = replace(RLConfig(), steps=args.steps, eval_every=args.steps + 1)
     cfg.demo = replace(cfg.demo, progress=False)
     runs = []
     with torch_settings(1):
         s = seed_setup(0, cfg, Path(args.work))
         for _ in range(args.rounds):
-            for rows in settings:
-                seconds, parts = profile_steps(args, cfg, s, rows)
-                runs.append({"trim_rows": rows, "seconds_per_step": seconds,
-                             "parts_seconds_per_step": parts})
+            for rows, share in settings:
+                seconds, parts = profile_steps(args, cfg, s, rows, share)
+                runs.append({"trim_rows": rows, "share_prefixes": share,
+                             "seconds_per_step": seconds, "parts_seconds_per_step": parts})
                 print(json.dumps(runs[-1]), flush=True)
-    median = {rows: statistics.median(r["seconds_per_step"] for r in runs
-                                      if r["trim_rows"] == rows) for rows in settings}
+    median = {f"trim_rows={rows} share_prefixes={int(share)}": statistics.median(
+        r["seconds_per_step"] for r in runs
+        if (r["trim_rows"], r["share_prefixes"]) == (rows, share)) for rows, share in settings}
     out = {"command": f"python benchmarks/profile_rl_step.py --work WORK --reward {args.reward} "
-                      f"--steps {args.steps} --trim-rows {args.trim_rows} --rounds {args.rounds}",
+                      f"--steps {args.steps} --trim-rows {args.trim_rows} --share-prefixes "
+                      f"{args.share_prefixes} --rounds {args.rounds}",
            "machine": f"{_cpu()}, {os.cpu_count()} cores, one torch thread",
            "reward": args.reward, "prompts_per_step": cfg.prompts_per_step,
            "generations": cfg.generations, "median_seconds_per_step": median, "runs": runs}
     if len(settings) > 1:
-        out["ratio_first_over_last"] = round(median[settings[0]] / median[settings[-1]], 3)
-    RESULTS.joinpath("rl_step_profile.json").write_text(json.dumps(out, indent=1) + "\n")
+        first, last = list(median.values())[0], list(median.values())[-1]
+        out["ratio_first_over_last"] = round(first / last, 3)
+    Path(args.results).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
     return 0
 

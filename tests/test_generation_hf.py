@@ -96,6 +96,33 @@ def test_row_sampler_draws_from_the_tempered_distribution():
     assert kept.eq(0).all()
 
 
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.3, 0.9)])
+def test_row_sampler_picks_the_tokens_torch_multinomial_picks(temperature, top_p):
+    torch.manual_seed(0)
+    rows = 64
+    mine = [torch.Generator().manual_seed(1000 + i) for i in range(rows)]
+    ref = [torch.Generator().manual_seed(1000 + i) for i in range(rows)]
+    sampler = RowSampler(mine, temperature, top_p)
+    for _ in range(12):  # each row's generator carries on from step to step
+        scores = torch.randn(rows, 300) * 4
+        picked = sampler(None, scores.clone()).argmax(-1)
+        probs = torch.softmax(scores / temperature, -1)
+        if top_p < 1:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            drop = sorted_probs.cumsum(-1) - sorted_probs >= top_p
+            probs = probs.scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
+        expected = torch.stack([torch.multinomial(p, 1, generator=g)[0]
+                                for p, g in zip(probs, ref)])
+        assert torch.equal(picked, expected)
+
+
+def test_row_sampler_refuses_scores_that_are_not_numbers():
+    scores = torch.zeros(2, 5)
+    scores[1, 2] = float("nan")
+    with pytest.raises(PrmkitError, match="not finite"):
+        RowSampler([torch.Generator(), torch.Generator()], 1.0, 1.0)(None, scores)
+
+
 def test_stop_string_cuts_the_completion_and_counts_tokens_up_to_it(sampler):
     free = sampler.generate([req("s", "What is", seed=11)],
                             SamplingParams(temperature=1.0, max_tokens=16))[0].completions[0]
