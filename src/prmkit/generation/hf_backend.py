@@ -79,8 +79,8 @@ class RowSampler(LogitsProcessor):
     The pick is `torch.multinomial(p, 1, generator=g)`'s, token for token: for one sample
     torch draws q ~ Exp(1) per token from `g` and takes argmax(p / q). Here each row draws
     its q from its own generator and one batched division and argmax pick every row's
-    token: a row-by-row multinomial cost 7 ms per step for 128 rows, this 3 ms (a test
-    checks the picks equal multinomial's)."""
+    token instead of one multinomial call per row (a test checks the picks equal
+    multinomial's; benchmarks/bench_hf_sampling.py times both)."""
 
     def __init__(self, generators: list[torch.Generator], temperature: float, top_p: float):
         self.generators, self.temperature, self.top_p = generators, temperature, top_p
@@ -88,21 +88,27 @@ class RowSampler(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self.temperature == 0:
             return scores  # greedy
+        picked = self.pick(self.probabilities(scores))
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, picked[:, None], 0.0)
+
+    def probabilities(self, scores: torch.Tensor) -> torch.Tensor:
+        """Each row's sampling distribution: tempered, then cut to its top-p nucleus."""
         probs = torch.softmax(scores.float() / self.temperature, dim=-1)
         if self.top_p < 1:
             sorted_probs, order = probs.sort(dim=-1, descending=True)
             drop = sorted_probs.cumsum(-1) - sorted_probs >= self.top_p  # keeps at least one
             probs = probs.scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
-        if len(self.generators) != probs.shape[0]:
-            raise PrmkitError(f"{len(self.generators)} generators for {probs.shape[0]} rows")
         if not torch.isfinite(probs).all():
             raise PrmkitError("the model returned scores that are not finite numbers")
+        return probs
+
+    def pick(self, probs: torch.Tensor) -> torch.Tensor:
+        """One token per row, drawn from `probs` with the row's generator."""
         q = torch.empty_like(probs)
-        for row, g in zip(q, self.generators):
+        for row, g in zip(q, self.generators, strict=True):
             row.exponential_(1, generator=g)
-        picked = (probs / q).argmax(dim=-1)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(-1, picked[:, None], 0.0)
+        return (probs / q).argmax(dim=-1)
 
 
 class StopOnText(StoppingCriteria):
