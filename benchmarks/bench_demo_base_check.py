@@ -8,7 +8,8 @@ error the step AUROC (right steps against first wrong steps of that kind) and th
 best-of-64 picks (weakest step, `min`), as the demo reports them for its PRM and ORM. Two
 checks: `step` (the whole line: operands, operation and result: the regime indicator, at
 least 0.95 for every kind) and `result` (the result alone: arithmetic only), pooled and per
-problem form (word, equation, two-sided: `step_auroc_by_form`). Two sets: the
+problem form (word, equation, two-sided: `step_auroc_by_form`), and per form within each
+difficulty level (`by_level`). Two sets: the
 demo's test problems of one seed (in distribution, 120 problems x 64 samples) and its
 out-of-distribution problems (`prmkit.demo.world.ood_problems`, 120 x 64), as the demo
 samples them. `--seeds` pools the test problems of several seeds instead (every seed's
@@ -51,7 +52,20 @@ def check_report(model, tokenizer, problems, pools, check: str) -> dict:
         picks.append(k)
         solved += check_solution(prob, pool[k]).final_correct
     return {"best_of_n_first_max": solved / len(problems),
-            **kind_report(problems, pools, scores, picks)}
+            **kind_report(problems, pools, scores, picks),
+            "by_level": by_level(problems, pools, scores, picks)}
+
+
+def by_level(problems, pools, scores, picks) -> dict:
+    """Per difficulty level of the problems: each form's step AUROC per kind and its count of
+    first wrong steps (a base reads few problems of the lowest level: the seeds hold them)."""
+    out = {}
+    for level in sorted({p.level for p in problems}):
+        idx = [i for i, p in enumerate(problems) if p.level == level]
+        report = kind_report(*([seq[i] for i in idx] for seq in (problems, pools, scores, picks)))
+        out[str(level)] = {key: report[key] for key in ("step_auroc_by_form",
+                                                         "wrong_steps_by_form")}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -202,6 +202,9 @@ def test_difficulty_levels_change_size_and_accuracy():
     assert s_hard.final_accuracy < s_easy.final_accuracy - 0.05
     assert s_hard.mean_steps > s_easy.mean_steps
     assert {p.level for p in make_problems(30, 0, 3)} == {3}
+    # levels written as text (a `--set reading.extra_difficulty=2,3`): the same draws
+    assert [p.key for p in make_problems(30, 0, "2,3")] == [p.key for p in make_problems(30, 0, [2, 3])]
+    assert [p.key for p in make_problems(10, 0, "3")] == [p.key for p in make_problems(10, 0, 3)]
 
 
 def test_bad_arguments_are_rejected():
@@ -209,6 +212,8 @@ def test_bad_arguments_are_rejected():
         make_problems(3, 0, "impossible")
     with pytest.raises(PrmkitError, match="1..5"):
         make_problems(3, 0, [0, 6])
+    with pytest.raises(PrmkitError, match="1..5"):
+        make_problems(3, 0, "2,7")
     with pytest.raises(PrmkitError, match="rng"):
         sample_solutions(ANN, 2, "seed")
     with pytest.raises(PrmkitError, match="kind"):

@@ -139,15 +139,16 @@ def base_info(folder: str | Path) -> dict:
 
 
 def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
-               device: str | torch.device | None = None) -> Path:
+               device: str | torch.device | None = None, bf16: bool | str = "auto") -> Path:
     """Pretrain a base on MathMix (its second stage from its cached first stage) and write it
-    to `out` whole (aside, then renamed)."""
-    if cfg.reading.steps:
-        return _build_reading_stage(cfg, out, progress, device)
+    to `out` whole (aside, then renamed). bf16: autocast; auto: where `device` computes bf16
+    natively (`prmkit.models.precision.use_bf16`)."""
     from prmkit.models.precision import use_bf16
 
+    bf16 = use_bf16(bf16, device or "cpu")
+    if cfg.reading.steps:
+        return _build_reading_stage(cfg, out, progress, device, bf16)
     t0 = time.perf_counter()
-    bf16 = use_bf16("auto", device or "cpu")
     mm = build_mathmix(cfg.mathmix)
     model, tokenizer = build_backbone(mm.solutions + mm.facts[:TOKENIZER_FACT_DOCS],
                                       seed=cfg.seed, hidden_size=cfg.hidden_size,
@@ -162,13 +163,11 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
 
 
 def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
-                         device: str | torch.device | None) -> Path:
+                         device: str | torch.device | None, bf16: bool) -> Path:
     from prmkit.models.backbones import load_backbone
-    from prmkit.models.precision import use_bf16
 
     first = base_folder(cfg.first_stage(), progress=progress, device=device)
     t0 = time.perf_counter()
-    bf16 = use_bf16("auto", device or "cpu")
     r = cfg.reading
     problems = mathmix_problems(replace(cfg.mathmix, problems=r.problems))
     repeats = world_mix_repeats(problems, world_mix(cfg.mathmix)) if r.world_mix else {}

@@ -88,11 +88,13 @@ class WorldProblem:
 
 
 def _levels(difficulty: str | int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(difficulty, str) and re.fullmatch(r"\d(,\d)*", difficulty):
+        difficulty = tuple(int(v) for v in difficulty.split(","))  # "2" or "2,3": levels
     if isinstance(difficulty, str):
         if difficulty not in DIFFICULTIES:
             raise PrmkitError(
                 f"unknown difficulty {difficulty!r}: use one of {sorted(DIFFICULTIES)}, "
-                "a level 1..5 or a list of levels"
+                "a level 1..5 or a list of levels (\"2,3\")"
             )
         return DIFFICULTIES[difficulty]
     levels = (difficulty,) if isinstance(difficulty, int) else tuple(difficulty)
