@@ -74,10 +74,12 @@ def test_reading_stages_that_read_more_equations_build_their_own_bases(counted_p
         world_mix_repeats,
     )
 
-    cfg = with_overrides(BaseConfig(), TWO_STAGES)
+    cfg = with_overrides(BaseConfig(), [*TWO_STAGES, "reading.world_mix=false"])
     assert "world_mix" not in cfg.settings()["reading"]  # the keys of bases built before
     plain = base_folder(cfg, progress=False)
     mixed_cfg = with_overrides(cfg, ["reading.world_mix=true"])
+    assert mixed_cfg.settings()["reading"]["world_mix"] is True  # the default since
+    assert mixed_cfg.key() == with_overrides(BaseConfig(), TWO_STAGES).key()
     mixed = base_folder(mixed_cfg, progress=False)
     more_cfg = with_overrides(cfg, ["reading.extra_equations=12"])
     more = base_folder(more_cfg, progress=False)

@@ -59,21 +59,22 @@ class ReadingConfig:
 
     problems: int = 20000
     orders: int = 4
-    steps: int = 2400
+    steps: int = 4800
     lr: float = 1e-3
     seed: int = 1
     # each problem form's documents repeated until the forms hold the shares of problems the
     # world draws (`mathmix.world_mix_repeats`); False: every problem once, MathMix's own
     # mix, almost all word problems
-    world_mix: bool = False
+    world_mix: bool = True
     # distinct equations (both forms) of `extra_difficulty` read beside them
     # (`mathmix.extra_equations`; the low difficulty holds few the seeds leave over)
     extra_equations: int = 0
     extra_difficulty: str = "medium"
 
 
-# reading settings added after the shipped base, left out of a base's key at their defaults
-LATER_READING = ("world_mix", "extra_equations", "extra_difficulty")
+# reading settings added after the first reading stage, left out of a base's key at the
+# values that stage had (so that bases built before them keep their keys)
+LATER_READING = {"world_mix": False, "extra_equations": 0, "extra_difficulty": "medium"}
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,8 @@ class BaseConfig:
         if not self.reading.steps:
             del fields["reading"]
         else:  # the key of every base built before these settings existed
-            defaults = asdict(ReadingConfig())
-            for name in LATER_READING:
-                if fields["reading"][name] == defaults[name]:
+            for name, before in LATER_READING.items():
+                if fields["reading"][name] == before:
                     del fields["reading"][name]
         return fields
 
