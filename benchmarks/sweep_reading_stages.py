@@ -101,21 +101,27 @@ def main(argv: list[str] | None = None) -> int:
     common = [f"--out={out}", f"--device={args.device}", f"--threads={args.threads}",
               f"--seeds={args.seeds}", f"--samples={args.samples}",
               *(["--bf16"] if args.bf16 else []), *(f"--variant={v}" for v in args.variant)]
-    running: list[tuple[str, subprocess.Popen]] = []
-    failed = []
+    running: list[tuple[str, subprocess.Popen, object]] = []
+    failed, done = [], 0
     for name in [*variants, None]:
         while running and (len(running) >= args.parallel or name is None):
             for item in list(running):
                 if item[1].poll() is not None:
                     running.remove(item)
+                    item[2].close()
+                    done += 1
                     if item[1].returncode:
                         failed.append(item[0])
+                    print(f"[{done}/{len(variants)}] {item[0]}: "
+                          f"{'failed' if item[1].returncode else 'checked'} after "
+                          f"{time.perf_counter() - t0:.0f} s", flush=True)
             time.sleep(1)
         if name is not None:
             (out / name).mkdir(exist_ok=True)
             log = open(out / name / "log.txt", "w")
             running.append((name, subprocess.Popen(
-                [sys.executable, __file__, *common, f"--one={name}"], stdout=log, stderr=log)))
+                [sys.executable, __file__, *common, f"--one={name}"], stdout=log, stderr=log),
+                log))
     rows = [json.loads((out / n / "check.json").read_text()) for n in variants
             if (out / n / "check.json").is_file()]
     (out / "sweep.json").write_text(json.dumps(
