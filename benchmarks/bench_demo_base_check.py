@@ -68,6 +68,15 @@ def by_level(problems, pools, scores, picks) -> dict:
     return out
 
 
+def pooled_test_sets(seeds: list[int], samples: int) -> tuple[list, list]:
+    """The test problems of `seeds` and `samples` sampled solutions of each, as the demo
+    samples them (no out-of-distribution set)."""
+    cfg = replace(DemoConfig(), samples_per_test_problem=samples, ood_problems=0)
+    worlds = [seed_world(s, cfg) for s in seeds]
+    return ([p for w in worlds for p in w.splits.test],
+            [pool for w in worlds for pool in w.test_pools])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base", default="mathmix")
@@ -85,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                   samples_per_ood_problem=args.samples)
     if args.seeds:
         seeds = [int(x) for x in args.seeds.split(",")]
-        worlds = [seed_world(s, replace(cfg, ood_problems=0)) for s in seeds]
-        sets = {"in_distribution": ([p for w in worlds for p in w.splits.test],
-                                    [pool for w in worlds for pool in w.test_pools])}
+        sets = {"in_distribution": pooled_test_sets(seeds, args.samples)}
     else:
         seeds = [args.seed]
         sw = seed_world(args.seed, cfg)

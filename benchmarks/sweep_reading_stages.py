@@ -21,21 +21,11 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
-
-
-def _held_out(seeds: list[int], samples: int):
-    from prmkit.demo.core.config import DemoConfig
-    from prmkit.demo.core.seed import seed_world
-
-    cfg = replace(DemoConfig(), samples_per_test_problem=samples, ood_problems=0)
-    worlds = [seed_world(s, cfg) for s in seeds]
-    return ([p for w in worlds for p in w.splits.test], [q for w in worlds for q in w.test_pools])
 
 
 def lowest_cell(by_form: dict) -> float:
@@ -44,7 +34,7 @@ def lowest_cell(by_form: dict) -> float:
 
 def run_one(name: str, sets: list[str], out: Path, device: str, bf16: bool, seeds: list[int],
             samples: int, threads: int) -> dict:
-    from bench_demo_base_check import check_report
+    from bench_demo_base_check import check_report, pooled_test_sets
 
     from prmkit.demo.lm.base import BaseConfig, build_base
     from prmkit.demo.settings import with_overrides
@@ -59,7 +49,7 @@ def run_one(name: str, sets: list[str], out: Path, device: str, bf16: bool, seed
     built = time.perf_counter() - t0
     model, tokenizer = load_backbone(str(folder))
     model.to(device)
-    report = check_report(model, tokenizer, *_held_out(seeds, samples), "step")
+    report = check_report(model, tokenizer, *pooled_test_sets(seeds, samples), "step")
     row = {"name": name, "sets": sets, "device": device, "bf16": bf16, "seeds": seeds,
            "samples": samples, "build_seconds": built,
            "build_info": json.loads((folder / "base.json").read_text()),
