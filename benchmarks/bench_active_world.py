@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test-samples", type=int, default=d.test_samples)
     ap.add_argument("--threshold", type=float, default=d.threshold,
                     help="PRM_large's threshold (default: chosen on the dev problems)")
+    ap.add_argument("--selector-problems", type=int, default=d.selector_problems,
+                    help="fresh problems the active-learning selector learns from (0: the "
+                         "small models' own, one sample each)")
     ap.add_argument("--suffix", default="",
                     help="appended to the names of the results files and plots (variants)")
     argv = sys.argv[1:] if argv is None else argv
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = SmallScaleConfig(problems=args.problems, pool_size=args.pool_size,
                            sizes=tuple(args.sizes), small_steps=args.small_steps,
                            test_samples=args.test_samples, threshold=args.threshold,
-                           progress=False)
+                           selector_problems=args.selector_problems, progress=False)
     command = "python benchmarks/bench_active_world.py " + " ".join(argv)
     t0 = time.perf_counter()
     reports, work = Path(args.reports), Path(args.work)

@@ -23,11 +23,12 @@ from prmkit.demo.core.small_scale import (
     SmallScaleConfig,
     prepare_seed,
     quick_small_scale,
+    selector_problems,
 )
 from prmkit.demo.core.thresholds import THRESHOLDS
 from prmkit.demo.recipes.active import active_picks, figure_title, iterative_picks
 from prmkit.demo.recipes.active import run as run_active
-from prmkit.demo.recipes.active.picks import candidates, selector_model
+from prmkit.demo.recipes.active.picks import candidates, picks_name, selector_model, selector_name
 
 
 def _setup(probs_rng: int = 0, problems: int = 10, pool: int = 12) -> SeedSetup:
@@ -167,8 +168,9 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     assert syn["seeds"] == 1 and len(syn["kinds"]["process"]["accuracy"]) == 2
     assert (tmp_path / "a" / "synthetic" / "synthetic_by_size.png").stat().st_size > 0
     assert (tmp_path / "a" / "active" / "active_learning.png").stat().st_size > 0
-    # At 1 sample per problem, 80% of the budget of the problems with a wrong answer are
-    # wrong answers (round(0.8 x 1) = 1 per problem made it 100%), the rest the best others.
+    # At 1 sample per problem, 80% of the budget of the problems with a wrong answer go to
+    # wrong answers (round(0.8 x 1) = 1 per problem made it 100%), the rest to the best
+    # scored others, right or wrong (the exact shares: tests/test_active_selection.py).
     setup = prepare_seed(0, quick_small_scale((0,)), tmp_path / "a" / "work")  # cached
     # The dev problems (threshold and N* chosen there) are fresh: in no other split.
     splits = seed_world(0, setup.cfg.demo).splits
@@ -179,7 +181,11 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
     assert setup.threshold in THRESHOLDS and str(setup.threshold) in setup.threshold_agreement
     with_wrong = sum(any(not c.final_correct for c in pool) for pool in setup.checks)
     share = math.floor(0.8 * with_wrong + 0.5) / len(setup.checks)
-    assert act["methods"]["active"]["wrong_answer_share"][0] == pytest.approx(share, abs=1e-4)
+    picks = active_picks(setup, candidates(setup, selector_model(setup)), 1)
+    wrong = np.mean([not setup.checks[k][i].final_correct for k, idx in enumerate(picks)
+                     for i in idx])
+    assert act["methods"]["active"]["wrong_answer_share"][0] == pytest.approx(wrong, abs=1e-4)
+    assert wrong >= share - 1e-4
     assert act["efficiency_ratio_interval"] is None or len(act["efficiency_ratio_interval"]) == 2
     assert act["methods"]["uniform"]["wrong_answer_share"][0] < 1.0
     # The iterative variant: each round adds to the last, never a sample already labelled
@@ -190,7 +196,15 @@ def test_quick_experiments_run_from_the_cli_and_repeat_with_the_same_seed(tmp_pa
             assert rounds[big][k][: len(rounds[small][k])] == rounds[small][k]
             keys = [dedupe_key(pool[i]) for i in rounds[big][k]]
             assert len(keys) == len(set(keys)) <= big
-    assert (setup.folder / "iterative-process-s1" / "pool_scores.json").exists()
+    assert (setup.folder / f"{picks_name(setup, 'iterative')}-process-s1" / "pool_scores.json").exists()
+    # The selector learnt from one sample of each of its own fresh problems, in no other split.
+    own = selector_problems(0, setup.cfg)
+    assert len(own) == setup.cfg.selector_problems == act["selector"]["problems"]
+    assert {p.key for p in own}.isdisjoint(used | {p.key for p in setup.dev})
+    assert (setup.folder / selector_name(setup) / "large_probs.json").exists()
+    assert act["selector"]["model"] == selector_name(setup) == "selector-p20"
+    paper = replace(setup, cfg=replace(setup.cfg, selector_problems=0))
+    assert selector_name(paper) == "uniform-process-s1" and picks_name(paper, "active") == "active"
     kinds = act["methods"]["active"]["kinds"]
     assert sum(kinds[kind][0] for kind in kinds) == pytest.approx(1.0, abs=1e-3)
     su, sa = (act["methods"][m]["fit"]["slope"] for m in ("uniform", "active"))

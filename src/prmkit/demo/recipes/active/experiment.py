@@ -1,7 +1,8 @@
 """Active learning in the demo world (the paper's Figure 5).
 
-A selector PRM, trained on one sample per problem with PRM_large's process labels, scores
-every sample of each problem's pool; at each data size N per problem, `select_convincing`
+A selector PRM, trained on one sample of each of `selector_problems` fresh problems with
+PRM_large's process labels (0: of the small models' problems, as the paper's PRM_selector),
+scores every sample of each problem's pool; at each data size N per problem, `select_convincing`
 takes 80% the most convincing wrong-answer samples and 20% the most convincing of the
 rest. Small PRMs trained on these selections, labelled by PRM_large, are compared with
 small PRMs trained on uniformly sampled solutions of the same size (the synthetic
@@ -37,12 +38,13 @@ from prmkit.demo.core.small_models import (
 )
 from prmkit.demo.core.small_scale import SeedSetup, SmallScaleConfig, quick_small_scale, run_seeds
 from prmkit.demo.recipes.active.picks import (
-    SELECTOR,
     active_picks,
     candidates,
     composition,
     iterative_picks,
+    picks_name,
     selector_model,
+    selector_name,
 )
 
 Config = SmallScaleConfig
@@ -53,8 +55,9 @@ def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
     return quick_small_scale(seeds)
 
 
-# method: (label, which picks, which labels); the models' names are f"{picks}-{labels}-s{size}"
-# (uniform-process and uniform-checker are the synthetic experiment's, shared through the cache)
+# method: (label, which picks, which labels); the models' names are f"{picks}-{labels}-s{size}",
+# the selected picks named by their selector (`picks_name`; uniform-process and
+# uniform-checker are the synthetic experiment's, shared through the cache)
 METHODS = {
     "uniform": ("uniform sampling", "uniform", "process"),
     "active": ("active learning (convincing wrong answers)", "active", "process"),
@@ -68,8 +71,8 @@ def run_seed(setup: SeedSetup) -> dict:
     selector = selector_model(setup)
     pool = candidates(setup, selector)
     out = {"seed": setup.seed, "references": references(setup), "models": {}, "selection": {},
-           "dev_control": control_dev_curve(setup),
-           "dev_selector": dev_curve(setup, SELECTOR, "process", selector)}
+           "dev_control": control_dev_curve(setup), "selector_model": selector_name(setup),
+           "dev_selector": dev_curve(setup, selector_name(setup), "process", selector)}
     rounds = iterative_picks(setup, pool)
     for size in setup.cfg.sizes:
         picks = {"uniform": uniform_picks(setup, size), "active": active_picks(setup, pool, size),
@@ -77,7 +80,7 @@ def run_seed(setup: SeedSetup) -> dict:
         for method, (_, which, labels) in METHODS.items():
             t0 = time.perf_counter()
             p = picks[which]
-            r = small_model(setup, f"{which}-{labels}-s{size}", labels, p)
+            r = small_model(setup, f"{picks_name(setup, which)}-{labels}-s{size}", labels, p)
             r["composition"] = composition(setup, p)
             out["models"].setdefault(method, {})[size] = r
             print(f"[active] seed {setup.seed} {method:<15} {size:>3} samples/problem: "
@@ -153,7 +156,8 @@ def summarise(per_seed: list[dict], cfg: SmallScaleConfig) -> dict:
     out["iterative"] = ratio_with_interval(per_seed, sizes, i, ("uniform", "iterative"))
     selector, random_pick = (mean_std([r["dev_selector"] for r in per_seed])[0][j]
                              for j in (i, 0))
-    out["selector"] = {"model": SELECTOR, "dev_best_of_n": selector,
+    out["selector"] = {"model": per_seed[0]["selector_model"],
+                       "problems": cfg.selector_problems or cfg.problems, "dev_best_of_n": selector,
                        "dev_random_pick": random_pick, "beats_random": selector > random_pick}
     for ref in ("majority", "pass"):
         m, s = mean_std([r["references"][ref] for r in per_seed])
