@@ -131,26 +131,28 @@ def small_scale_folder(seed: int, cfg: SmallScaleConfig, work: Path) -> Path:
     return models_folder(seed, cfg.demo, work) / f"small-scale-{cfg.key()}"
 
 
-def small_problems(seed: int, cfg: SmallScaleConfig) -> tuple[list, list]:
-    """The small models' problems, then the dev problems: those after the demo's pretraining
-    split in the same stream, disjoint from its test, training and pretraining problems
-    (with the world's own solver)."""
+def _after_pretraining(seed: int, cfg: SmallScaleConfig, skip: int, count: int) -> list:
+    """`count` problems of the seed's stream, `skip` after the demo's pretraining split:
+    disjoint from its test, training and pretraining problems (the world's own solver)."""
     demo = cfg.demo
+    first = demo.pretrain_problems + skip
     stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
-                               pretrain=demo.pretrain_problems + cfg.problems + cfg.dev_problems,
-                               difficulty=demo.difficulty)
-    first = demo.pretrain_problems
-    return (stream.pretrain[first: first + cfg.problems],
-            stream.pretrain[first + cfg.problems:])
+                               pretrain=first + count, difficulty=demo.difficulty)
+    return stream.pretrain[first:]
+
+
+def small_problems(seed: int, cfg: SmallScaleConfig) -> tuple[list, list]:
+    """The small models' problems, then the dev problems, right after the demo's pretraining
+    split (with the world's own solver)."""
+    group = _after_pretraining(seed, cfg, 0, cfg.problems + cfg.dev_problems)
+    return group[: cfg.problems], group[cfg.problems:]
 
 
 def selector_problems(seed: int, cfg: SmallScaleConfig) -> list:
     """The active-learning selector's own problems (`cfg.selector_problems`): those after the
     dev problems in the same stream, with the small models' solver."""
-    demo, first = cfg.demo, cfg.demo.pretrain_problems + cfg.problems + cfg.dev_problems
-    stream = world.make_splits(seed, test=demo.test_problems, train=demo.train_problems,
-                               pretrain=first + cfg.selector_problems, difficulty=demo.difficulty)
-    return world.with_solver(stream.pretrain[first:], cfg.solver_cancel, cfg.solver_skip)
+    group = _after_pretraining(seed, cfg, cfg.problems + cfg.dev_problems, cfg.selector_problems)
+    return world.with_solver(group, cfg.solver_cancel, cfg.solver_skip)
 
 
 def prepare_seed(seed: int, cfg: SmallScaleConfig, work: Path) -> SeedSetup:
