@@ -1,7 +1,7 @@
 """Where a GRPO step of the demo's RL experiment spends its time, on this CPU.
 
     python benchmarks/profile_rl_step.py --work WORK [--reward prm_process] [--steps 5]
-        [--trim-rows 0,32 --rounds 2]
+        [--trim-rows 0,32] [--share-prefixes 0,1] [--share-prompts 0,1] [--rounds 2]
 
 WORK is the RL experiment's work folder (`prmkit demo --experiment rl --out OUT` leaves it
 in OUT/work): seed 0's policy and reward models are read from it, or trained there first
@@ -13,14 +13,17 @@ part to `--results` (default benchmarks/results/rl_step_profile.json).
 log-probability chunks (`prmkit.rewards.trl_trim`; 0: TRL's padded pass), alternating,
 `--rounds` times each, from the same policy: seconds per step by part for each, and the
 ratio of the medians. `--share-prefixes 0,1` does the same for the reward models' scoring
-of a group's completions on its prompt's cached keys and values (1: the experiment's).
-Given both, every pair of settings is run.
+of a group's completions on its prompt's cached keys and values (1: the experiment's),
+`--share-prompts 0,1` for the loss's pass with each group's prompt run once
+(`TrimmedLogps.share_prompts`; 1: the experiment's). Given several, every combination is
+run; the defaults are the experiment's settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import json
 import os
 import platform
@@ -47,13 +50,16 @@ PARTS = {
 }
 
 
-def profile_steps(args, cfg, s, trim_rows: int, share: bool) -> tuple[float, dict]:
+SETTINGS = ("trim_rows", "share_prefixes", "share_prompts")
+
+
+def profile_steps(args, cfg, s, setting: dict) -> tuple[float, dict]:
     """Seconds per step and per part of `args.steps` GRPO steps under cProfile."""
-    s.prm.scorer.share_prefixes = s.orm.scorer.share_prefixes = share
+    s.prm.scorer.share_prefixes = s.orm.scorer.share_prefixes = setting["share_prefixes"]
     trainer = grpo_trainer(args.reward, cfg, s.seed, s.policy_dir,
                            prompt_rows(s.problems, cfg, s.seed), s.problems, s.prm, s.orm,
                            Path(args.work) / "profile-rl-step", Ledger())
-    trainer.trim_rows = trim_rows
+    trainer.trim_rows, trainer.share_prompts = setting["trim_rows"], setting["share_prompts"]
     profile = cProfile.Profile()
     t0 = time.perf_counter()
     profile.enable()
@@ -75,28 +81,33 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--trim-rows", default="32", help="comma-separated settings to compare")
     ap.add_argument("--share-prefixes", default="1", help="comma-separated 0/1 to compare")
+    ap.add_argument("--share-prompts", default="1", help="comma-separated 0/1 to compare")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--results", default=str(RESULTS / "rl_step_profile.json"))
     args = ap.parse_args()
-    settings = [(int(rows), bool(int(share))) for rows in args.trim_rows.split(",")
-                for share in args.share_prefixes.split(",")]
+    given = {"trim_rows": [int(x) for x in args.trim_rows.split(",")],
+             "share_prefixes": [bool(int(x)) for x in args.share_prefixes.split(",")],
+             "share_prompts": [bool(int(x)) for x in args.share_prompts.split(",")]}
+    settings = [dict(zip(SETTINGS, values, strict=True))
+                for values in itertools.product(*(given[k] for k in SETTINGS))]
+    name = lambda st: " ".join(f"{k}={st[k]}" for k in SETTINGS)  # noqa: E731
     cfg = replace(RLConfig(), steps=args.steps, eval_every=args.steps + 1)
     cfg.demo = replace(cfg.demo, progress=False)
     runs = []
     with torch_settings(1):
         s = seed_setup(0, cfg, Path(args.work))
         for _ in range(args.rounds):
-            for rows, share in settings:
-                seconds, parts = profile_steps(args, cfg, s, rows, share)
-                runs.append({"trim_rows": rows, "share_prefixes": share,
-                             "seconds_per_step": seconds, "parts_seconds_per_step": parts})
+            for setting in settings:
+                seconds, parts = profile_steps(args, cfg, s, setting)
+                runs.append({**setting, "seconds_per_step": seconds,
+                             "parts_seconds_per_step": parts})
                 print(json.dumps(runs[-1]), flush=True)
-    median = {f"trim_rows={rows} share_prefixes={int(share)}": statistics.median(
-        r["seconds_per_step"] for r in runs
-        if (r["trim_rows"], r["share_prefixes"]) == (rows, share)) for rows, share in settings}
+    median = {name(st): statistics.median(r["seconds_per_step"] for r in runs
+                                          if all(r[k] == st[k] for k in SETTINGS))
+              for st in settings}
     out = {"command": f"python benchmarks/profile_rl_step.py --work WORK --reward {args.reward} "
                       f"--steps {args.steps} --trim-rows {args.trim_rows} --share-prefixes "
-                      f"{args.share_prefixes} --rounds {args.rounds}",
+                      f"{args.share_prefixes} --share-prompts {args.share_prompts} --rounds {args.rounds}",
            "machine": f"{_cpu()}, {os.cpu_count()} cores, one torch thread",
            "reward": args.reward, "prompts_per_step": cfg.prompts_per_step,
            "generations": cfg.generations, "median_seconds_per_step": median, "runs": runs}

@@ -249,7 +249,7 @@ def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_pa
     assert multi, "no completion got different credit on different steps"
 
 
-def _trained_weights(cfg, s, out) -> tuple[dict, bool, set]:
+def _trained_weights(cfg, s, out, share_prompts: bool = True) -> tuple[dict, bool, set]:
     """Weights after a short GRPO run, whether checkpointing was on, and the log-prob tile
     widths TRL used at each step."""
     from transformers import TrainerCallback
@@ -264,6 +264,7 @@ def _trained_weights(cfg, s, out) -> tuple[dict, bool, set]:
     trainer = rl_trainer.grpo_trainer("prm_process", cfg, 0, s.policy_dir,
                                       rl_trainer.prompt_rows(s.problems, cfg, s.seed), s.problems,
                                       s.prm, s.orm, out, rl_trainer.Ledger(), [Widths()])
+    trainer.share_prompts = share_prompts
     trainer.train()
     return ({k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
             trainer.model.is_gradient_checkpointing, widths)
@@ -282,7 +283,9 @@ def test_the_demos_grpo_trains_exactly_as_with_trls_checkpointing_and_wide_tiles
     trl_width = trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE
     vocab = AutoConfig.from_pretrained(s.policy_dir).vocab_size
     assert vocab < trl_width
-    ours, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "ours")
+    # without shared prompts, which checkpointing turns off (no cache in training): that
+    # pass gives TRL's numbers to float rounding only (test_rewards_trl_trim.py; below)
+    ours, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "ours", share_prompts=False)
     assert not checkpointed and widths == {vocab}
     assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == trl_width  # TRL's width back after training
     start = AutoModelForCausalLM.from_pretrained(s.policy_dir).state_dict()
@@ -296,6 +299,20 @@ def test_the_demos_grpo_trains_exactly_as_with_trls_checkpointing_and_wide_tiles
     assert ours.keys() == theirs.keys()
     moved = [k for k in ours if not torch.equal(ours[k], theirs[k])]
     assert not moved, f"weights differ: {moved[:3]}"
+
+
+def test_the_demos_grpo_with_shared_prompts_moves_the_weights_as_without(setup, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    cfg, s = setup
+    cfg = replace(cfg, steps=2)
+    start = AutoModelForCausalLM.from_pretrained(s.policy_dir).state_dict()
+    shared, _, _ = _trained_weights(cfg, s, tmp_path / "shared")
+    plain, _, _ = _trained_weights(cfg, s, tmp_path / "plain", share_prompts=False)
+    update = lambda w: torch.cat([(w[k] - start[k]).flatten() for k in start])  # noqa: E731
+    difference = (update(shared) - update(plain)).norm() / update(plain).norm()
+    print(f"relative difference of the updates: {difference:.2e}")
+    assert update(plain).norm() > 0 and difference < 1e-4
 
 
 def _curve(**deltas) -> dict:

@@ -1,5 +1,6 @@
-"""prmkit.rewards.trl_trim: GRPO's log-probability pass on length-sorted, trimmed chunks gives
-TRL's own log-probabilities, entropies and gradients on every completion token."""
+"""prmkit.rewards.trl_trim: GRPO's log-probability pass on length-sorted, trimmed chunks, and
+with each group's prompt run once, gives TRL's own log-probabilities, entropies and
+gradients on every completion token."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from datasets import Dataset
 from test_rewards_contract import POLICY_TEXT
 
 from prmkit.models.backbones import tiny_random
-from prmkit.rewards.trl_trim import TrimmedLogps, trimmed_chunks, with_trimmed_logps
+from prmkit.rewards.trl_trim import (
+    TrimmedLogps,
+    shared_prompts,
+    trimmed_chunks,
+    with_trimmed_logps,
+)
 
 
 def _reward(prompts, completions, **kwargs):
@@ -41,8 +47,17 @@ def _batch(vocab: int):
     return ids.masked_fill(mask == 0, 0), mask
 
 
-def _pass(trainer, rows: int, ids, mask):
-    trainer.trim_rows = rows
+def _grouped_batch(vocab: int):
+    """Two prompts (5 and 4 tokens, left-padded to 7), three completions each (1-9 tokens,
+    right-padded to 9): GRPO's groups."""
+    ids, mask = _batch(vocab)
+    for r in range(6):
+        ids[r, :7], mask[r, :7] = ids[r // 3 * 3 + 2, :7], mask[r // 3 * 3 + 2, :7]
+    return ids, mask
+
+
+def _pass(trainer, rows: int, ids, mask, share: bool = False):
+    trainer.trim_rows, trainer.share_prompts = rows, share
     trainer.model.zero_grad()
     logps, entropy, _ = trainer._get_per_token_logps_and_entropies(
         trainer.model, ids, mask, 9, compute_entropy=True)
@@ -61,6 +76,38 @@ def test_trimmed_chunks_give_trls_logps_entropies_and_gradients(trainer):
     assert (ent - ref_ent)[real].abs().max() < 1e-5
     assert ((g - ref_g).norm() / ref_g.norm()) < 1e-5
     assert (lp[~real] == 0).all()  # cut columns: zero, and masked by TRL anyway
+
+
+@pytest.mark.parametrize("rows", [0, 2])
+def test_shared_prompts_give_trls_logps_entropies_and_gradients(trainer, rows):
+    ids, mask = _grouped_batch(trainer.model.config.vocab_size)
+    shared = shared_prompts(trainer.model, ids, mask, 9, trainer.accelerator.autocast)
+    assert shared is not None and shared.row_prompt.tolist() in ([0, 0, 0, 1, 1, 1],
+                                                                 [1, 1, 1, 0, 0, 0])
+    assert [k.shape[0] for k, _ in shared.layers] == [2] * trainer.model.config.num_hidden_layers
+    assert shared.layers[0][0].shape[2] == 6  # the prompt width but its last column
+    ref_lp, ref_ent, ref_g = _pass(trainer, 0, ids, mask)  # TRL's own pass
+    lp, ent, g = _pass(trainer, rows, ids, mask, share=True)
+    real = mask[:, 7:] == 1
+    assert lp.shape == ref_lp.shape == (6, 9)
+    assert (lp - ref_lp)[real].abs().max() < 1e-5
+    assert (ent - ref_ent)[real].abs().max() < 1e-5
+    assert ((g - ref_g).norm() / ref_g.norm()) < 1e-5
+    assert (lp[~real] == 0).all()
+
+
+def test_prompts_are_shared_only_where_they_repeat_and_are_left_padded(trainer):
+    autocast = trainer.accelerator.autocast
+    ids, mask = _batch(trainer.model.config.vocab_size)
+    assert shared_prompts(trainer.model, ids, mask, 9, autocast) is None  # six prompts
+    ids, mask = _grouped_batch(trainer.model.config.vocab_size)
+    right_padded = mask.clone()
+    right_padded[3:, 6] = 0
+    assert shared_prompts(trainer.model, ids, right_padded, 9, autocast) is None
+    assert shared_prompts(trainer.model, ids[:, 6:], mask[:, 6:], 9, autocast) is None
+    # padding ids do not tell prompts apart
+    ids[0, 0] = ids[1, 0] + 1
+    assert shared_prompts(trainer.model, ids, mask, 9, autocast).layers[0][0].shape[0] == 2
 
 
 def test_chunks_sort_by_completion_and_cut_each_to_its_longest():

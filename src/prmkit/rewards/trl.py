@@ -306,7 +306,8 @@ def _trainer_class():
         `VerifierReward` among reward_funcs, mixed in group-normalised. TRL's own scalar
         rewards are still computed and logged (rewards/prm/mean, ...); the batch's hacking
         signals are logged as prm/*. The loss's log-probabilities run on length-sorted,
-        trimmed chunks (`prmkit.rewards.trl_trim`; `trim_rows = 0` restores TRL's pass).
+        trimmed chunks, each group's prompt once (`prmkit.rewards.trl_trim`; `trim_rows = 0`
+        and `share_prompts = False` restore TRL's pass).
         """
 
         def __init__(self, *args, credit: str = "min", verifier_weight: float = 0.0,
