@@ -96,6 +96,31 @@ def test_shared_prompts_give_trls_logps_entropies_and_gradients(trainer, rows):
     assert (lp[~real] == 0).all()
 
 
+def test_shared_prompts_through_a_lora_policy_give_trls_numbers(tmp_path):
+    """PEFT wraps the policy after TRL adds its fused head; the shared pass goes through
+    the wrapper (its adapters' gradients compared)."""
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tok = tiny_random(seed=5, hidden_size=32, corpus=POLICY_TEXT, vocab_size=300)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                      num_generations=4, max_completion_length=8, max_steps=1, use_cpu=True,
+                      bf16=False, report_to="none", save_strategy="no",
+                      gradient_checkpointing=False)
+    lora = LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)
+    trainer = with_trimmed_logps(GRPOTrainer)(
+        model=model, processing_class=tok, args=args, reward_funcs=[_reward],
+        train_dataset=Dataset.from_list([{"prompt": "x"}] * 4), peft_config=lora)
+    ids, mask = _grouped_batch(trainer.model.config.vocab_size)
+    assert shared_prompts(trainer.model, ids, mask, 9, trainer.accelerator.autocast) is not None
+    ref_lp, ref_ent, ref_g = _pass(trainer, 0, ids, mask)
+    lp, ent, g = _pass(trainer, 2, ids, mask, share=True)
+    real = mask[:, 7:] == 1
+    assert ref_g.numel() < sum(p.numel() for p in trainer.model.parameters())  # adapters only
+    assert (lp - ref_lp)[real].abs().max() < 1e-5 and (ent - ref_ent)[real].abs().max() < 1e-5
+    assert ((g - ref_g).norm() / ref_g.norm()) < 1e-5
+
+
 def test_prompts_are_shared_only_where_they_repeat_and_are_left_padded(trainer):
     autocast = trainer.accelerator.autocast
     ids, mask = _batch(trainer.model.config.vocab_size)
