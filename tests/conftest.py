@@ -11,7 +11,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def _threads_per_worker() -> None:
     """Under pytest-xdist (`make test` runs 2 workers), each worker and every process it
     starts get the cores divided among the workers: torch's default, a thread per core in
-    each worker, oversubscribes them (the suite on a 2-core AVX2 CPU: 747-756 s with one
+    each worker, oversubscribes them (the suite on a 2-core AVX2 CPU: 747-795 s with one
     thread per worker, 834-901 s with two). An OMP_NUM_THREADS already set is kept."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
