@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 from scoring_common import cpu_model, load_average, machine_facts, write_result
 
+from prmkit.generation.base import Prompt, prompt_token_ids
+
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "math" / "math500.jsonl"
 ARMS = {"TRL's pass": (0, False), "trimmed chunks": (8, False),
@@ -37,9 +39,8 @@ def grpo_batch(tokenizer, problems: list[str], group: int, lengths: tuple[int, i
     """(input_ids, attention_mask, completion width): prompts left-padded, completions
     right-padded, as TRL's GRPOTrainer builds its batch."""
     g = torch.Generator().manual_seed(seed)
-    prompts = [tokenizer(tokenizer.apply_chat_template(
-        [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False),
-        add_special_tokens=False)["input_ids"] for p in problems]
+    prompts = [prompt_token_ids(tokenizer, Prompt(messages=({"role": "user", "content": p},)))
+               for p in problems]
     sizes = torch.randint(lengths[0], lengths[1] + 1, (len(prompts) * group,), generator=g)
     width, completion = max(map(len, prompts)), int(sizes.max())
     ids = torch.full((len(sizes), width + completion), tokenizer.pad_token_id or 0)

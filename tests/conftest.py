@@ -14,9 +14,14 @@ def _threads_per_worker() -> None:
     each worker, oversubscribes them (the suite on a 2-core AVX2 CPU: 747-795 s with one
     thread per worker, 834-901 s with two). An OMP_NUM_THREADS already set is kept."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+    if workers < 2:
+        return
+    if "OMP_NUM_THREADS" not in os.environ:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         os.environ["OMP_NUM_THREADS"] = str(max(1, (cores or 1) // workers))
+    import torch  # a plugin may have imported it before the variable was set
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 _threads_per_worker()
@@ -32,13 +37,6 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "prm800k").is_dir():
         pytest.fail(f"{SHARED_DATA} is missing: these tests read the real data there")
     return SHARED_DATA
-
-
-def pytest_configure(config):
-    if "OMP_NUM_THREADS" in os.environ and os.environ.get("PYTEST_XDIST_WORKER"):
-        import torch  # imported before the variable was read: set its pool too
-
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(scope="session")
