@@ -1,7 +1,8 @@
 """Where a GRPO step of the demo's RL experiment spends its time, on this CPU.
 
     python benchmarks/profile_rl_step.py --work WORK [--reward prm_process] [--steps 5]
-        [--trim-rows 0,32] [--share-prefixes 0,1] [--share-prompts 0,1] [--rounds 2]
+        [--trim-rows 0,32] [--share-prefixes 0,1] [--share-prompts 0,1]
+        [--drop-ended-rows 0,1] [--rounds 2]
 
 WORK is the RL experiment's work folder (`prmkit demo --experiment rl --out OUT` leaves it
 in OUT/work): seed 0's policy and reward models are read from it, or trained there first
@@ -15,7 +16,9 @@ log-probability chunks (`prmkit.rewards.trl_trim`; 0: TRL's padded pass), altern
 ratio of the medians. `--share-prefixes 0,1` does the same for the reward models' scoring
 of a group's completions on its prompt's cached keys and values (1: the experiment's),
 `--share-prompts 0,1` for the loss's pass with each group's prompt run once
-(`TrimmedLogps.share_prompts`; 1: the experiment's). Given several, every combination is
+(`TrimmedLogps.share_prompts`; 1: the experiment's), `--drop-ended-rows 0,1` for the
+sampling with each completion out of the batch as it ends (`DropEndedRows`; 1: the
+experiment's; 0: transformers' `generate`, the same tokens). Given several, every combination is
 run; the defaults are the experiment's settings.
 """
 
@@ -50,7 +53,7 @@ PARTS = {
 }
 
 
-SETTINGS = ("trim_rows", "share_prefixes", "share_prompts")
+SETTINGS = ("trim_rows", "share_prefixes", "share_prompts", "drop_ended_rows")
 
 
 def profile_steps(args, cfg, s, setting: dict) -> tuple[float, dict]:
@@ -60,6 +63,7 @@ def profile_steps(args, cfg, s, setting: dict) -> tuple[float, dict]:
                            prompt_rows(s.problems, cfg, s.seed), s.problems, s.prm, s.orm,
                            Path(args.work) / "profile-rl-step", Ledger())
     trainer.trim_rows, trainer.share_prompts = setting["trim_rows"], setting["share_prompts"]
+    trainer.drop_ended_rows = setting["drop_ended_rows"]
     profile = cProfile.Profile()
     t0 = time.perf_counter()
     profile.enable()
@@ -82,12 +86,14 @@ def main() -> int:
     ap.add_argument("--trim-rows", default="32", help="comma-separated settings to compare")
     ap.add_argument("--share-prefixes", default="1", help="comma-separated 0/1 to compare")
     ap.add_argument("--share-prompts", default="1", help="comma-separated 0/1 to compare")
+    ap.add_argument("--drop-ended-rows", default="1", help="comma-separated 0/1 to compare")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--results", default=str(RESULTS / "rl_step_profile.json"))
     args = ap.parse_args()
     given = {"trim_rows": [int(x) for x in args.trim_rows.split(",")],
              "share_prefixes": [bool(int(x)) for x in args.share_prefixes.split(",")],
-             "share_prompts": [bool(int(x)) for x in args.share_prompts.split(",")]}
+             "share_prompts": [bool(int(x)) for x in args.share_prompts.split(",")],
+             "drop_ended_rows": [bool(int(x)) for x in args.drop_ended_rows.split(",")]}
     settings = [dict(zip(SETTINGS, values, strict=True))
                 for values in itertools.product(*(given[k] for k in SETTINGS))]
     name = lambda st: " ".join(f"{k}={st[k]}" for k in SETTINGS)  # noqa: E731
@@ -107,7 +113,8 @@ def main() -> int:
               for st in settings}
     out = {"command": f"python benchmarks/profile_rl_step.py --work WORK --reward {args.reward} "
                       f"--steps {args.steps} --trim-rows {args.trim_rows} --share-prefixes "
-                      f"{args.share_prefixes} --share-prompts {args.share_prompts} --rounds {args.rounds}",
+                      f"{args.share_prefixes} --share-prompts {args.share_prompts} --drop-ended-rows "
+                      f"{args.drop_ended_rows} --rounds {args.rounds}",
            "machine": f"{_cpu()}, {os.cpu_count()} cores, one torch thread",
            "reward": args.reward, "prompts_per_step": cfg.prompts_per_step,
            "generations": cfg.generations, "median_seconds_per_step": median, "runs": runs}

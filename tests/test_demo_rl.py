@@ -249,7 +249,8 @@ def test_credit_lands_on_the_tokens_of_its_step_in_a_real_trl_step(setup, tmp_pa
     assert multi, "no completion got different credit on different steps"
 
 
-def _trained_weights(cfg, s, out, share_prompts: bool = True) -> tuple[dict, bool, set]:
+def _trained_weights(cfg, s, out, share_prompts: bool = True,
+                     drop_ended_rows: bool = True) -> tuple[dict, bool, set]:
     """Weights after a short GRPO run, whether checkpointing was on, and the log-prob tile
     widths TRL used at each step."""
     from transformers import TrainerCallback
@@ -264,13 +265,13 @@ def _trained_weights(cfg, s, out, share_prompts: bool = True) -> tuple[dict, boo
     trainer = rl_trainer.grpo_trainer("prm_process", cfg, 0, s.policy_dir,
                                       rl_trainer.prompt_rows(s.problems, cfg, s.seed), s.problems,
                                       s.prm, s.orm, out, rl_trainer.Ledger(), [Widths()])
-    trainer.share_prompts = share_prompts
+    trainer.share_prompts, trainer.drop_ended_rows = share_prompts, drop_ended_rows
     trainer.train()
     return ({k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
             trainer.model.is_gradient_checkpointing, widths)
 
 
-def test_the_demos_grpo_trains_exactly_as_with_trls_checkpointing_and_wide_tiles(
+def test_the_demos_grpo_trains_exactly_as_with_trls_generate_checkpointing_and_wide_tiles(
         setup, tmp_path, monkeypatch):
     import contextlib
 
@@ -285,8 +286,14 @@ def test_the_demos_grpo_trains_exactly_as_with_trls_checkpointing_and_wide_tiles
     assert vocab < trl_width
     # without shared prompts, which checkpointing turns off (no cache in training): that
     # pass gives TRL's numbers to float rounding only (test_rewards_trl_trim.py; below)
+    from prmkit.rewards import trl_generate
+
+    decoded = []
+    real_decode = trl_generate.generate_dropping_ended
+    monkeypatch.setattr(trl_generate, "generate_dropping_ended",
+                        lambda *a: decoded.append(1) or real_decode(*a))
     ours, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "ours", share_prompts=False)
-    assert not checkpointed and widths == {vocab}
+    assert not checkpointed and widths == {vocab} and len(decoded) == cfg.steps
     assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == trl_width  # TRL's width back after training
     start = AutoModelForCausalLM.from_pretrained(s.policy_dir).state_dict()
     assert any(not torch.equal(start[k], ours[k]) for k in ours), "training moved nothing"
@@ -294,7 +301,10 @@ def test_the_demos_grpo_trains_exactly_as_with_trls_checkpointing_and_wide_tiles
     monkeypatch.setattr(trl, "GRPOConfig",
                         lambda **kw: real_config(**{**kw, "gradient_checkpointing": True}))
     monkeypatch.setattr(rl_trainer, "logprob_tiles", lambda vocab: contextlib.nullcontext())
-    theirs, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "trl")
+    # and TRL's sampling through transformers' generate, every row to the longest's end
+    theirs, checkpointed, widths = _trained_weights(cfg, s, tmp_path / "trl",
+                                                    drop_ended_rows=False)
+    assert len(decoded) == cfg.steps
     assert checkpointed and widths == {trl_width}
     assert ours.keys() == theirs.keys()
     moved = [k for k in ours if not torch.equal(ours[k], theirs[k])]

@@ -1,4 +1,8 @@
-"""Hugging Face `generate` over a local model folder: no dependency beyond transformers.
+"""Sampling with transformers over a local model folder: no dependency beyond transformers.
+
+Batches run `prmkit.models.decoding.decode`: `generate`'s loop (transformers' forward and
+KV cache) with each row taken out of the batch as it ends, so a batch whose rows end at
+different lengths does not compute the ended ones to the longest's end.
 
 Every sample (row) draws its tokens from its own `torch.Generator`, seeded with
 `sample_seed(request seed, key, index)` (as the vLLM backend does; seed + index would make
@@ -22,15 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationConfig,
-    LogitsProcessor,
-    LogitsProcessorList,
-    StoppingCriteria,
-    StoppingCriteriaList,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, StoppingCriteria
 
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
@@ -44,6 +40,7 @@ from prmkit.generation.base import (
     sample_bar,
     sample_seed,
 )
+from prmkit.models.decoding import decode
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +100,20 @@ class RowSampler(LogitsProcessor):
             raise PrmkitError("the model returned scores that are not finite numbers")
         return probs
 
-    def pick(self, probs: torch.Tensor) -> torch.Tensor:
-        """One token per row, drawn from `probs` with the row's generator."""
+    def pick(self, probs: torch.Tensor, rows: Sequence[int] | None = None) -> torch.Tensor:
+        """One token per row, drawn from `probs` with the row's generator (`rows`: the
+        generators' indices of `probs`' rows, default all)."""
+        gens = self.generators if rows is None else [self.generators[r] for r in rows]
         q = torch.empty_like(probs)
-        for row, g in zip(q, self.generators, strict=True):
+        for row, g in zip(q, gens, strict=True):
             row.exponential_(1, generator=g)
         return (probs / q).argmax(dim=-1)
+
+    def pick_running(self, scores: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+        """`decode`'s pick: the running rows' tokens (greedy at temperature 0)."""
+        if self.temperature == 0:
+            return scores.argmax(dim=-1)
+        return self.pick(self.probabilities(scores), running.tolist())
 
 
 class StopOnText(StoppingCriteria):
@@ -121,17 +126,21 @@ class StopOnText(StoppingCriteria):
         self.stopped_at: list[int | None] = [None] * rows
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return self.check(input_ids, range(input_ids.shape[0]))
+
+    def check(self, input_ids: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+        """Whether each of `rows` (of the batch `input_ids`) has stopped."""
+        done = torch.zeros(len(rows), dtype=torch.bool, device=input_ids.device)
         generated = input_ids.shape[1] - self.prompt_length
         if not self.stops:
             return done
         start = max(self.prompt_length, input_ids.shape[1] - self.window)
-        tails = self.tokenizer.batch_decode(input_ids[:, start:].tolist(),
+        tails = self.tokenizer.batch_decode(input_ids[list(rows), start:].tolist(),
                                             skip_special_tokens=False)
-        for row, tail in enumerate(tails):
+        for i, (row, tail) in enumerate(zip(rows, tails, strict=True)):
             if self.stopped_at[row] is None and any(s in tail for s in self.stops):
                 self.stopped_at[row] = generated
-            done[row] = self.stopped_at[row] is not None
+            done[i] = self.stopped_at[row] is not None
         return done
 
 
@@ -145,15 +154,19 @@ class RowsEnded(StoppingCriteria):
         self.ended = [False] * len(stop.stopped_at)
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        self.seen(input_ids, range(input_ids.shape[0]))
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def seen(self, input_ids: torch.Tensor, rows: Sequence[int]) -> None:
+        """Counts which of `rows` ended with the last token of `input_ids`."""
         new = 0
-        for row, token in enumerate(input_ids[:, -1].tolist()):
+        for row, token in zip(rows, input_ids[list(rows), -1].tolist(), strict=True):
             if not self.ended[row] and (token in self.eos_ids
                                         or self.stop.stopped_at[row] is not None):
                 self.ended[row] = True
                 new += 1
         if new:
             self.bar.update(new)
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     def finish(self) -> None:
         rest = self.ended.count(False)
@@ -278,15 +291,17 @@ class HFSampler(StreamingSampler):
         generators = [torch.Generator(self.device).manual_seed(r.seed) for r in rows]
         stop = StopOnText(self.tokenizer, params.stop, width, len(rows))
         ended = RowsEnded(self.eos_ids, stop, bar)
-        config = GenerationConfig(max_new_tokens=params.max_tokens, do_sample=False,
-                                  eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
-                                  use_cache=True)
-        out = self.lm.generate(
-            input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-            generation_config=config,
-            logits_processor=LogitsProcessorList([RowSampler(generators, params.temperature,
-                                                             params.top_p)]),
-            stopping_criteria=StoppingCriteriaList([stop, ended]))
+
+        def stopped(ids: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+            running = running.tolist()
+            done = stop.check(ids, running)
+            ended.seen(ids, running)
+            return done
+
+        out = decode(self.lm, input_ids.to(self.device), mask.to(self.device),
+                     params.max_tokens, self.eos_ids, self.pad_id,
+                     RowSampler(generators, params.temperature, params.top_p).pick_running,
+                     stopped)
         ended.finish()  # the rows cut at max_new_tokens
         generated = out[:, width:].tolist()
         return [self._completion(ids, stop.stopped_at[i], params)

@@ -292,12 +292,13 @@ class _Base:
 def _trainer_class():
     from trl import GRPOTrainer
 
+    from prmkit.rewards.trl_generate import DropEndedRows
     from prmkit.rewards.trl_trim import TrimmedLogps
     from prmkit.training.distributed import import_deepspeed_only_when_used
 
     import_deepspeed_only_when_used()
 
-    class ProcessRewardGRPOTrainer(_Base, TrimmedLogps, GRPOTrainer):
+    class ProcessRewardGRPOTrainer(_Base, TrimmedLogps, DropEndedRows, GRPOTrainer):
         """GRPOTrainer whose advantages are (B, T) process credits (prmkit.rewards.credit).
 
         credit: "process", "min", "softmin", "clip_delta" or "outcome"; credit_kwargs: their
@@ -307,7 +308,9 @@ def _trainer_class():
         rewards are still computed and logged (rewards/prm/mean, ...); the batch's hacking
         signals are logged as prm/*. The loss's log-probabilities run on length-sorted,
         trimmed chunks, each group's prompt once (`prmkit.rewards.trl_trim`; `trim_rows = 0`
-        and `share_prompts = False` restore TRL's pass).
+        and `share_prompts = False` restore TRL's pass); its sampling takes each completion
+        out of the batch as it ends (`prmkit.rewards.trl_generate`; `drop_ended_rows = False`
+        restores `generate`).
         """
 
         def __init__(self, *args, credit: str = "min", verifier_weight: float = 0.0,

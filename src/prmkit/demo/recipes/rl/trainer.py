@@ -13,6 +13,7 @@ from prmkit.demo.lm.policy import prompt_text, quiet_trainer_logs, solution_step
 from prmkit.demo.recipes.rl.config import REWARDS, RLConfig
 from prmkit.errors import PrmkitError
 from prmkit.rewards.trl import ProcessReward, VerifierReward
+from prmkit.rewards.trl_generate import with_dropped_ended_rows
 from prmkit.rewards.trl_trim import with_trimmed_logps
 
 
@@ -80,7 +81,8 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
         funcs += [WorldVerifier(problems)] if weight else []
         kwargs = {"credit": credit, "verifier_weight": weight}
 
-    class Recorded(with_trimmed_logps(base)):  # every reward's loss on trimmed chunks
+    # every reward's loss on trimmed chunks, its sampling with ended rows out of the batch
+    class Recorded(with_trimmed_logps(with_dropped_ended_rows(base))):
         def _generate_and_score_completions(self, inputs):
             result = super()._generate_and_score_completions(inputs)
             ledger.prompts += [r["problem_id"] for r in inputs[:: cfg.generations]]
