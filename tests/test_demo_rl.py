@@ -371,3 +371,21 @@ def test_the_verifiable_reward_is_the_checkers_final_answer_verdict_only():
                    problem_id=[p.id] * 4)
     assert got == verifier.last == [1.0, 1.0, 0.0, 0.0]
     assert world.check_solution(p, wrong_step.split("\n")).first_error == 0
+
+
+def test_by_default_the_runs_are_evaluated_at_the_start_and_the_end_only():
+    from types import SimpleNamespace
+
+    from prmkit.demo.recipes.rl.config import RLConfig
+    from prmkit.demo.recipes.rl.report import best_of_n_rows
+
+    cfg = RLConfig()
+    curve: list = []
+    callback = rl_trainer.eval_callback(cfg, SimpleNamespace(), lambda sampler: {"a": 1}, curve)
+    model = SimpleNamespace(eval=lambda: None, train=lambda: None)
+    for step in range(1, cfg.steps + 1):
+        callback.on_step_end(None, SimpleNamespace(global_step=step), None, model=model)
+    assert [p["step"] for p in curve] == [cfg.steps] and not cfg.final_best_of_n
+    bon = {"accuracy": 0.5, "right_process": 0.4, "sample_accuracy": 0.3, "pass": 0.9}
+    per_seed = [{"start": {"best_of_n": bon}, "runs": {"verifier": {"best_of_n": None}}}]
+    assert list(best_of_n_rows(per_seed, ["verifier"])) == ["fine-tuned policy (step 0)"]

@@ -34,6 +34,8 @@ Pick = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # ended(ids so far [B, P + steps], running): which running rows end now (stop strings)
 Ended = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+COMPACT = 0.125  # ended rows leave the batch when they are this share of it
+
 # GenerationConfig fields `GeneratePick` reproduces; any other set field keeps `generate`
 HANDLED = {"max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "pad_token_id",
            "bos_token_id", "eos_token_id", "use_cache", "cache_implementation",
@@ -42,11 +44,12 @@ HANDLED = {"max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "pad_
 
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
-           eos_ids: Sequence[int], pad_id: int, pick: Pick,
-           ended: Ended | None = None) -> torch.Tensor:
+           eos_ids: Sequence[int], pad_id: int, pick: Pick, ended: Ended | None = None,
+           compact: float = COMPACT) -> torch.Tensor:
     """`input_ids` (left-padded, [B, P]) followed by up to `max_new_tokens` tokens per row,
     `pad_id` after a row's end (its end-of-sequence token or `ended`), as `generate`
-    returns them: [B, P + steps], steps the longest row's."""
+    returns them: [B, P + steps], steps the longest row's. Ended rows leave the batch
+    once they are at least `compact` of it (until then they run on, their tokens unused)."""
     batch, width = input_ids.shape
     out = torch.full((batch, width + max_new_tokens), pad_id, dtype=torch.long,
                      device=input_ids.device)
@@ -57,25 +60,32 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
     cache = DynamicCache(config=model.config)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position,
                    past_key_values=cache, use_cache=True, logits_to_keep=1).logits
-    running = torch.arange(batch, device=input_ids.device)
+    rows = torch.arange(batch, device=input_ids.device)  # the batch row of each cache row
+    alive = torch.ones(batch, dtype=torch.bool, device=input_ids.device)
     mask, position = attention_mask, position[:, -1:]
     steps = 0
     for step in range(max_new_tokens):
-        tokens = pick(logits[:, -1].to(torch.float32), running)
+        live = alive.nonzero().squeeze(1)
+        running = rows[live]
+        tokens = pick(logits[live, -1].to(torch.float32), running)
         out[running, width + step] = tokens
         steps = step + 1
         done = torch.isin(tokens, eos)
         if ended is not None:
             done |= ended(out[:, :width + step + 1], running)
-        if done.all() or step + 1 == max_new_tokens:
+        alive[live[done]] = False
+        if not alive.any() or step + 1 == max_new_tokens:
             break
-        if done.any():  # drop the ended rows from the batch and the cache
-            keep = (~done).nonzero().squeeze(1)
+        feed = torch.full_like(rows, pad_id)
+        feed[live] = tokens
+        if (~alive).sum() >= max(1, compact * len(rows)):  # drop the ended rows
+            keep = alive.nonzero().squeeze(1)
             cache.batch_select_indices(keep)
-            running, tokens, mask, position = running[keep], tokens[keep], mask[keep], position[keep]
+            rows, alive, feed, mask, position = (rows[keep], alive[keep], feed[keep],
+                                                 mask[keep], position[keep])
         mask = torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=1)
         position = position + 1
-        logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position,
+        logits = model(input_ids=feed[:, None], attention_mask=mask, position_ids=position,
                        past_key_values=cache, use_cache=True).logits
     return out[:, :width + steps]
 

@@ -36,9 +36,11 @@ class RLConfig:
     # the verifier's runs come first; the other rewards run only when every regime check
     # holds (regime.REGIME), unless this is set
     compare_outside_regime: bool = False
-    # 50 steps of 16 prompts x 8 at lr 1e-4, chosen on seed 0's training reward (docs/demo-world.md,
-    # "RL with process rewards"): larger rates collapsed the policy, smaller batches learned less
-    steps: int = 50  # GRPO optimizer steps per run
+    # 16 prompts x 8 at lr 1e-4, chosen on seed 0's training reward (docs/demo-world.md,
+    # "RL with process rewards"): larger rates collapsed the policy, smaller batches learned
+    # less; 38 steps (was 50): the most whose predicted wall time keeps the 3 seeds' five
+    # rewards within 28 minutes on 2 cores (BENCHMARKS.md, "RL in the demo world")
+    steps: int = 38  # GRPO optimizer steps per run
     prompts_per_step: int = 16
     generations: int = 8  # completions per prompt (GRPO's group)
     max_completion: int = 64  # tokens; the world's solutions take up to about 50
@@ -46,10 +48,11 @@ class RLConfig:
     warmup_steps: int = 0  # linear warm-up of the learning rate, then constant
     temperature: float = 1.0
     beta: float = 0.0  # KL to the reference policy (TRL's default: none)
-    eval_every: int = 25
+    eval_every: int = 0  # evaluate every this many steps; 0: at step 0 and the last only
     eval_problems: int = 120  # the first test problems of the seed
     eval_samples: int = 8  # sampled solutions per problem at each evaluation
-    bon_n: int = 16  # best-of-N with the PRM on the final policy
+    bon_n: int = 16  # best-of-N with the PRM (the regime check at step 0)
+    final_best_of_n: bool = False  # best-of-N with the PRM on each run's final policy too
     # torch threads of the GRPO runs and evaluations (the reward models and the policy's
     # fine-tuning use demo.threads): a model this small gains nothing from a second thread,
     # and a second thread on a busy core makes each tiny op wait
@@ -76,8 +79,8 @@ class RLConfig:
             raise PrmkitError(f"unknown rewards {unknown}; choose from {', '.join(REWARDS)}")
         if self.reward_models not in ("own", "demo"):
             raise PrmkitError(f"reward_models must be 'own' or 'demo', got {self.reward_models!r}")
-        if self.steps < 1 or self.eval_every < 1 or self.generations < 2:
-            raise PrmkitError("steps and eval_every must be >= 1 and generations >= 2")
+        if self.steps < 1 or self.eval_every < 0 or self.generations < 2:
+            raise PrmkitError("steps must be >= 1, eval_every >= 0 and generations >= 2")
 
 
 Config = RLConfig
@@ -88,6 +91,6 @@ def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> RLConfig:
     return RLConfig(demo=replace(quick_config(seeds), threads=1),
                     policy=PolicySettings(steps=4, batch_size=8, lr=1e-3), steps=2,
                     prompts_per_step=2, generations=2, max_completion=24,
-                    eval_every=1, eval_problems=4, eval_samples=2, bon_n=2,
+                    eval_every=1, eval_problems=4, eval_samples=2, bon_n=2, final_best_of_n=True,
                     check_problems=4, own_problems=8, own_samples=2,
                     compare_outside_regime=True)

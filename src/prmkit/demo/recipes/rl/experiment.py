@@ -13,8 +13,8 @@ evaluation schedule):
 - ``prm_min``: the PRM with PURE's min-form credit;
 - ``prm_min_verifier``: min-form credit plus the group-normalised verifier, weight 1.
 
-Every `eval_every` steps (and at step 0) the policy is measured on a fixed subset of the
-seed's held-out test problems (`eval`). The regime checks (`regime.REGIME`) come first
+At step 0, every `eval_every` steps and at the last step the policy is measured on a fixed
+subset of the seed's held-out test problems (`eval`). The regime checks (`regime.REGIME`) come first
 in the results: the rewards are a comparison only when the verifier's own run learns.
 One result per (seed, reward) is cached under the work folder, keyed by every setting, so
 an interrupted run resumes where it stopped; seeds run in processes of their own.
@@ -98,7 +98,8 @@ def initial_point(cfg: RLConfig, s: SeedSetup) -> dict:
 
 
 def run_reward(name: str, cfg: RLConfig, s: SeedSetup, out: Path) -> dict:
-    """One GRPO run: its evaluation curve (steps > 0), best-of-N, accounting and timing."""
+    """One GRPO run: its evaluation curve (steps > 0), best-of-N (`final_best_of_n`),
+    accounting and timing."""
     t0 = time.perf_counter()
     ledger, curve = Ledger(), []
     rows = prompt_rows(s.problems, cfg, s.seed)
@@ -110,7 +111,7 @@ def run_reward(name: str, cfg: RLConfig, s: SeedSetup, out: Path) -> dict:
                            ledger, [callback])
     trainer.train()
     sampler.lm = trainer.model.eval()
-    (bon,) = best_of_n(sampler, s.eval_set, cfg, s.seed, s.prm)
+    (bon,) = best_of_n(sampler, s.eval_set, cfg, s.seed, s.prm) if cfg.final_best_of_n else (None,)
     shutil.rmtree(out, ignore_errors=True)
     logged = [e for e in trainer.state.log_history if "reward" in e]
     return {"reward": name, "seed": s.seed, "curve": curve, "best_of_n": bon,

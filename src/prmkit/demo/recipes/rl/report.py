@@ -47,7 +47,8 @@ def curves(per_seed: list[dict], rewards) -> dict:
 
 def best_of_n_rows(per_seed: list[dict], rewards) -> dict:
     rows = {"fine-tuned policy (step 0)": [s["start"]["best_of_n"] for s in per_seed]}
-    rows.update({name: [s["runs"][name]["best_of_n"] for s in per_seed] for name in rewards})
+    rows.update({name: [s["runs"][name]["best_of_n"] for s in per_seed] for name in rewards
+                 if all(s["runs"][name]["best_of_n"] is not None for s in per_seed)})
     return {name: {k: _stat([r[k] for r in results]) for k in
                    ("accuracy", "right_process", "sample_accuracy", "pass")}
             for name, results in rows.items()}
@@ -237,7 +238,7 @@ def write_outputs(out: Path, cfg, per_seed: list[dict], seconds: float) -> dict:
             "columns": ["reward", *[TITLES[m] for m in SHARES]],
             "rows": [[result["rewards"][n], *[_pct(*last[n][m]) for m in SHARES]]
                      for n in rewards]},
-        f"Best-of-{cfg.bon_n} with the PRM on the final policy (%)": {
+        f"Best-of-{cfg.bon_n} with the PRM (%)": {
             "columns": ["policy", "PRM's pick right", "pick's process right",
                         "a sample right (mean)", f"pass@{cfg.bon_n}"],
             "rows": [[result["rewards"].get(n, n), *[_pct(*v[k]) for k in

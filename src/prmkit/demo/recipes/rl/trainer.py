@@ -137,7 +137,8 @@ def eval_callback(cfg: RLConfig, sampler, run_eval, curve: list):
 
     class EvalEvery(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):
-            if state.global_step % cfg.eval_every == 0 or state.global_step == cfg.steps:
+            every = cfg.eval_every and state.global_step % cfg.eval_every == 0
+            if every or state.global_step == cfg.steps:
                 model.eval()
                 sampler.lm = model  # prmkit's HF sampler over the live policy
                 curve.append({"step": state.global_step, **run_eval(sampler)})
