@@ -125,8 +125,7 @@ def main() -> int:
     median = {k: statistics.median(v) for k, v in seconds.items()}
     name = args.model if args.model in ("demo", "smollm2") else "policy"
     result = {
-        "command": f"python benchmarks/bench_decode.py --model {args.model if name != 'policy' else 'FOLDER'}"
-                   f" --rounds {args.rounds}",
+        "command": f"python benchmarks/bench_decode.py --model {args.model} --rounds {args.rounds}",
         "machine": f"{cpu_model()}, {torch.get_num_threads()} torch thread(s)",
         "settings": {"model": str(args.model), "problems": problems, "n": n,
                      "max_new_tokens": max_tokens, "rows_per_call": rows_per,

@@ -5,8 +5,9 @@ ends. The demo's RL batches (128 rows, completions of 33 tokens on average and u
 spend about half of their decoding on rows already finished. `decode` runs the same loop
 (one prefill, then one token per row and step on the model's KV cache, positions from the
 attention mask as `generate` computes them) but takes ended rows out of the batch and the
-cache, so a step costs what its running rows cost. transformers has no such option, hence
-this loop; its forward, cache and sampling warpers are transformers' own.
+cache once they are an eighth of it (each removal copies the cache), so a step costs about
+what its running rows cost. transformers has no such option, hence this loop; its
+forward, cache and sampling warpers are transformers' own.
 
 Which token a row takes is `pick`'s. `GeneratePick` is `generate(do_sample=True)`'s draw
 from the global generator, token for token: `torch.multinomial(p, 1)` draws q ~ Exp(1) for
