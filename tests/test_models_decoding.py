@@ -90,3 +90,23 @@ def test_a_stop_callback_ends_a_row_and_generate_is_restored(lm):
     with decoding_in_generate(lm) as model:
         assert "generate" in vars(model)
     assert "generate" not in vars(lm)
+
+
+def test_a_lora_policy_through_its_peft_wrapper_takes_generates_tokens(lm):
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(1)
+    policy = get_peft_model(copy.deepcopy(lm), LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                          init_lora_weights=False)).eval()
+    ids, mask = _batch()
+    config = GenerationConfig(do_sample=True, max_new_tokens=30, pad_token_id=0, eos_token_id=2,
+                              top_k=0)
+    assert resolved_for_decode(policy, config) is not None  # decode runs, not generate
+    torch.manual_seed(5)
+    want = policy.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    torch.manual_seed(5)
+    with decoding_in_generate(policy):
+        got = policy.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    assert torch.equal(got, want)

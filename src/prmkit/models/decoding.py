@@ -18,6 +18,7 @@ the tokens against `generate`'s). prmkit's `hf` backend passes its per-row draw.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 import torch
@@ -59,8 +60,17 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
     position = position.masked_fill(attention_mask == 0, 0)
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=input_ids.device)
     cache = DynamicCache(config=model.config)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position,
-                   past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    takes = _forward_takes(model)
+
+    def forward(ids, mask, position, **kwargs):  # as generate: these two where taken
+        if "position_ids" in takes:
+            kwargs["position_ids"] = position
+        if "logits_to_keep" in takes:
+            kwargs["logits_to_keep"] = 1
+        return model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True,
+                     **kwargs).logits
+
+    logits = forward(input_ids, attention_mask, position)
     rows = torch.arange(batch, device=input_ids.device)  # the batch row of each cache row
     alive = torch.ones(batch, dtype=torch.bool, device=input_ids.device)
     mask, position = attention_mask, position[:, -1:]
@@ -86,9 +96,14 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
                                                  mask[keep], position[keep])
         mask = torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=1)
         position = position + 1
-        logits = model(input_ids=feed[:, None], attention_mask=mask, position_ids=position,
-                       past_key_values=cache, use_cache=True).logits
+        logits = forward(feed[:, None], mask, position)
     return out[:, :width + steps]
+
+
+def _forward_takes(model) -> set[str]:
+    """The arguments of the model's own forward (a PEFT wrapper's base model's)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return set(inspect.signature(base.forward).parameters)
 
 
 class GeneratePick:
