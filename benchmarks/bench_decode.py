@@ -25,7 +25,7 @@ import torch
 from scoring_common import cpu_model
 from transformers import GenerationConfig
 
-from prmkit.models.decoding import generate_dropping_ended, resolved_for_decode
+from prmkit.models.decoding import generate_dropping_ended, left_padded, resolved_for_decode
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -53,15 +53,6 @@ def smollm2_batches(problems: int, n: int):
         messages=[{"role": "user", "content": json.loads(line)["problem"]}])))
         for i, line in enumerate(lines) for _ in range(n)]
     return sampler, rows
-
-
-def padded(rows, pad_id):
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):], mask[i, width - len(r):] = torch.tensor(r), 1
-    return ids, mask
 
 
 def run(side: str, model, batches, config, resolved) -> tuple[float, list[torch.Tensor]]:
@@ -100,7 +91,8 @@ def main() -> int:
     else:
         sampler, rows = smollm2_batches(problems, n)
     rows.sort(key=len)  # as the hf backend batches them: less padding
-    batches = [padded(rows[i:i + rows_per], sampler.pad_id) for i in range(0, len(rows), rows_per)]
+    batches = [left_padded(rows[i:i + rows_per], sampler.pad_id)
+               for i in range(0, len(rows), rows_per)]
     config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
                               max_new_tokens=max_tokens, eos_token_id=sampler.eos_ids,
                               pad_token_id=sampler.pad_id)

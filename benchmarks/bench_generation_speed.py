@@ -42,12 +42,10 @@ def timed_transformers(hf, requests, params) -> dict:
     """One `generate` call over all rows (left padding), as a user would write it."""
     import torch
 
-    rows = [hf.prompt_ids(r) for r in requests for _ in range(r.n)]
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), hf.pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):], mask[i, width - len(r):] = torch.tensor(r), 1
+    from prmkit.models.decoding import left_padded
+
+    ids, mask = left_padded([hf.prompt_ids(r) for r in requests for _ in range(r.n)], hf.pad_id)
+    width = ids.size(1)
     torch.manual_seed(0)
     start = time.perf_counter()
     with torch.inference_mode():

@@ -30,10 +30,10 @@ from prmkit.generation import hf_backend
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def row_by_row(self, probs):
+def row_by_row(self, probs, rows):
     """The draw before: one `torch.multinomial` per row and step."""
-    return torch.stack([torch.multinomial(p, 1, generator=g)[0]
-                        for p, g in zip(probs, self.generators, strict=True)])
+    return torch.stack([torch.multinomial(p, 1, generator=self.generators[r])[0]
+                        for p, r in zip(probs, rows, strict=True)])
 
 
 def main() -> int:

@@ -87,12 +87,12 @@ def test_temperature_zero_is_plain_greedy_generate(sampler):
 def test_row_sampler_draws_from_the_tempered_distribution():
     scores = torch.tensor([[2.0, 1.0, 0.0]]).repeat(3000, 1)
     gens = [torch.Generator().manual_seed(i) for i in range(3000)]
-    picked = RowSampler(gens, temperature=2.0, top_p=1.0)(None, scores.clone()).argmax(-1)
+    picked = RowSampler(gens, temperature=2.0, top_p=1.0)(scores.clone(), torch.arange(3000))
     freq = torch.bincount(picked, minlength=3).double() / 3000
     expected = torch.softmax(torch.tensor([2.0, 1.0, 0.0], dtype=torch.double) / 2.0, -1)
     assert torch.allclose(freq, expected, atol=0.03)
     # top-p 0.5 keeps the smallest set of most likely tokens reaching 0.5: token 0 (0.51)
-    kept = RowSampler(gens[:50], 2.0, 0.5)(None, scores[:50].clone()).argmax(-1)
+    kept = RowSampler(gens[:50], 2.0, 0.5)(scores[:50].clone(), torch.arange(50))
     assert kept.eq(0).all()
 
 
@@ -105,7 +105,7 @@ def test_row_sampler_picks_the_tokens_torch_multinomial_picks(temperature, top_p
     sampler = RowSampler(mine, temperature, top_p)
     for _ in range(12):  # each row's generator carries on from step to step
         scores = torch.randn(rows, 300) * 4
-        picked = sampler(None, scores.clone()).argmax(-1)
+        picked = sampler(scores.clone(), torch.arange(rows))
         probs = sampler.probabilities(scores)
         expected = torch.stack([torch.multinomial(p, 1, generator=g)[0]
                                 for p, g in zip(probs, ref)])
@@ -116,7 +116,7 @@ def test_row_sampler_refuses_scores_that_are_not_numbers():
     scores = torch.zeros(2, 5)
     scores[1, 2] = float("nan")
     with pytest.raises(PrmkitError, match="not finite"):
-        RowSampler([torch.Generator(), torch.Generator()], 1.0, 1.0)(None, scores)
+        RowSampler([torch.Generator(), torch.Generator()], 1.0, 1.0)(scores, torch.arange(2))
 
 
 def test_stop_string_cuts_the_completion_and_counts_tokens_up_to_it(sampler):
@@ -145,9 +145,9 @@ def test_stop_string_split_across_the_prompt_boundary_does_not_stop(sampler):
     prompt = tok("Step one.\n", add_special_tokens=False)["input_ids"]
     newline = tok("\n", add_special_tokens=False)["input_ids"]
     crit = StopOnText(tok, ("\n\n",), prompt_length=len(prompt), rows=1)
-    assert not crit(torch.tensor([prompt + newline]), None).any()
+    assert not crit.check(torch.tensor([prompt + newline]), [0]).any()
     more = tok("Two.\n\n", add_special_tokens=False)["input_ids"]
-    assert crit(torch.tensor([prompt + newline + more]), None).all()
+    assert crit.check(torch.tensor([prompt + newline + more]), [0]).all()
     assert crit.stopped_at == [len(newline + more)]
 
 
@@ -235,7 +235,7 @@ class Steps:
         pass
 
 
-def test_rows_that_end_early_move_the_bar_inside_a_generate_call():
+def test_rows_that_end_early_move_the_bar_while_their_batch_is_decoded():
     import torch
 
     from prmkit.generation.hf_backend import RowsEnded, StopOnText
@@ -249,8 +249,8 @@ def test_rows_that_end_early_move_the_bar_inside_a_generate_call():
     ended = RowsEnded([0], stop, bar)
     step = [torch.tensor([[1, 2], [1, 0], [1, 3]]), torch.tensor([[1, 2, 2], [1, 0, 0], [1, 3, 3]])]
     for ids in step:
-        stop(ids, None)
-        ended(ids, None)
+        stop.check(ids, [0, 1, 2])
+        ended.seen(ids, [0, 1, 2])
     assert bar.steps == [1, 1]  # row 1's end of sequence, then row 2's stop string "cc"
     ended.finish()  # row 0 ran to the length limit
     assert bar.steps == [1, 1, 1]

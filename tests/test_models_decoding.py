@@ -110,3 +110,10 @@ def test_a_lora_policy_through_its_peft_wrapper_takes_generates_tokens(lm):
     with decoding_in_generate(policy):
         got = policy.generate(input_ids=ids, attention_mask=mask, generation_config=config)
     assert torch.equal(got, want)
+
+
+def test_left_padded_rows_end_at_the_right_edge():
+    from prmkit.models.decoding import left_padded
+
+    ids, mask = left_padded([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, StoppingCriteria
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from prmkit.errors import PrmkitError
 from prmkit.generation.base import (
@@ -40,7 +40,7 @@ from prmkit.generation.base import (
     sample_bar,
     sample_seed,
 )
-from prmkit.models.decoding import decode
+from prmkit.models.decoding import decode, left_padded
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,9 @@ def model_folder(model: str | Path) -> Path:
     return path.resolve()
 
 
-class RowSampler(LogitsProcessor):
-    """Picks each row's next token with that row's generator (temperature, top-p), then
-    leaves only that token possible so that greedy `generate` takes it.
+class RowSampler:
+    """`decode`'s pick: each running row's next token drawn with that row's generator
+    (temperature, top-p; greedy at temperature 0).
 
     The pick is `torch.multinomial(p, 1, generator=g)`'s, token for token: for one sample
     torch draws q ~ Exp(1) per token from `g` and takes argmax(p / q). Here each row draws
@@ -82,12 +82,11 @@ class RowSampler(LogitsProcessor):
     def __init__(self, generators: list[torch.Generator], temperature: float, top_p: float):
         self.generators, self.temperature, self.top_p = generators, temperature, top_p
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def __call__(self, scores: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+        """The tokens of the rows `running` (the generators' indices of `scores`' rows)."""
         if self.temperature == 0:
-            return scores  # greedy
-        picked = self.pick(self.probabilities(scores))
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(-1, picked[:, None], 0.0)
+            return scores.argmax(dim=-1)
+        return self.pick(self.probabilities(scores), running.tolist())
 
     def probabilities(self, scores: torch.Tensor) -> torch.Tensor:
         """Each row's sampling distribution: tempered, then cut to its top-p nucleus."""
@@ -100,23 +99,16 @@ class RowSampler(LogitsProcessor):
             raise PrmkitError("the model returned scores that are not finite numbers")
         return probs
 
-    def pick(self, probs: torch.Tensor, rows: Sequence[int] | None = None) -> torch.Tensor:
+    def pick(self, probs: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
         """One token per row, drawn from `probs` with the row's generator (`rows`: the
-        generators' indices of `probs`' rows, default all)."""
-        gens = self.generators if rows is None else [self.generators[r] for r in rows]
+        generators' indices of `probs`' rows)."""
         q = torch.empty_like(probs)
-        for row, g in zip(q, gens, strict=True):
+        for row, g in zip(q, (self.generators[r] for r in rows), strict=True):
             row.exponential_(1, generator=g)
         return (probs / q).argmax(dim=-1)
 
-    def pick_running(self, scores: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
-        """`decode`'s pick: the running rows' tokens (greedy at temperature 0)."""
-        if self.temperature == 0:
-            return scores.argmax(dim=-1)
-        return self.pick(self.probabilities(scores), running.tolist())
 
-
-class StopOnText(StoppingCriteria):
+class StopOnText:
     """Stops a row when its generated text (not the prompt) contains a stop string, and
     records after how many generated tokens."""
 
@@ -124,9 +116,6 @@ class StopOnText(StoppingCriteria):
         self.tokenizer, self.stops, self.prompt_length = tokenizer, tuple(stops), prompt_length
         self.window = max((len(s) for s in stops), default=0) + 4  # tokens: >= 1 char each
         self.stopped_at: list[int | None] = [None] * rows
-
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        return self.check(input_ids, range(input_ids.shape[0]))
 
     def check(self, input_ids: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
         """Whether each of `rows` (of the batch `input_ids`) has stopped."""
@@ -144,18 +133,14 @@ class StopOnText(StoppingCriteria):
         return done
 
 
-class RowsEnded(StoppingCriteria):
-    """Never stops a row: advances `bar` by one as each row ends (its end-of-sequence token,
-    or a stop string seen by `stop`, which must run first), so progress moves while a
-    batch is generated; `finish()` counts the rows still running (cut by the length)."""
+class RowsEnded:
+    """Advances `bar` by one as each row ends (its end-of-sequence token, or a stop string
+    seen by `stop`, which must run first), so progress moves while a batch is generated;
+    `finish()` counts the rows still running (cut by the length)."""
 
     def __init__(self, eos_ids: Sequence[int], stop: StopOnText, bar: ProgressBar):
         self.eos_ids, self.stop, self.bar = set(eos_ids), stop, bar
         self.ended = [False] * len(stop.stopped_at)
-
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        self.seen(input_ids, range(input_ids.shape[0]))
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     def seen(self, input_ids: torch.Tensor, rows: Sequence[int]) -> None:
         """Counts which of `rows` ended with the last token of `input_ids`."""
@@ -184,10 +169,10 @@ class _Row:
 
 
 class HFSampler(StreamingSampler):
-    """Samples with `model.generate` (transformers) from a local model folder.
+    """Samples with transformers (`decode`: `generate`'s loop) from a local model folder.
 
     device: default cuda when available, else cpu. dtype: fp32/bf16/fp16 (default fp32 on
-    cpu, bf16 on cuda). batch_size: rows (samples) per `generate` call. seed: the base of
+    cpu, bf16 on cuda). batch_size: rows (samples) decoded together. seed: the base of
     request seeds when a request gives none (then derived from it and the request key).
     Options meant for other backends are ignored with a warning.
     """
@@ -282,12 +267,8 @@ class HFSampler(StreamingSampler):
     @torch.inference_mode()
     def _generate_rows(self, rows: list[_Row], params: SamplingParams,
                        bar: ProgressBar) -> list[Completion]:
-        width = max(len(r.prompt_ids) for r in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):  # left padding
-            input_ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
-            mask[i, width - len(r.prompt_ids):] = 1
+        input_ids, mask = left_padded([r.prompt_ids for r in rows], self.pad_id)
+        width = input_ids.size(1)
         generators = [torch.Generator(self.device).manual_seed(r.seed) for r in rows]
         stop = StopOnText(self.tokenizer, params.stop, width, len(rows))
         ended = RowsEnded(self.eos_ids, stop, bar)
@@ -300,8 +281,7 @@ class HFSampler(StreamingSampler):
 
         out = decode(self.lm, input_ids.to(self.device), mask.to(self.device),
                      params.max_tokens, self.eos_ids, self.pad_id,
-                     RowSampler(generators, params.temperature, params.top_p).pick_running,
-                     stopped)
+                     RowSampler(generators, params.temperature, params.top_p), stopped)
         ended.finish()  # the rows cut at max_new_tokens
         generated = out[:, width:].tolist()
         return [self._completion(ids, stop.stopped_at[i], params)

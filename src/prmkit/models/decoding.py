@@ -1,8 +1,8 @@
 """Sampling from a causal LM with each row dropped from the batch as it ends.
 
 transformers' `generate` keeps every row of a batch in the forward until the last one
-ends. The demo's RL batches (128 rows, completions of 33 tokens on average and up to 64)
-spend about half of their decoding on rows already finished. `decode` runs the same loop
+ends (the demo's RL batches: 128 rows whose completions end at 31 tokens on average, the
+batch at its longest, up to 64). `decode` runs the same loop
 (one prefill, then one token per row and step on the model's KV cache, positions from the
 attention mask as `generate` computes them) but takes ended rows out of the batch and the
 cache once they are an eighth of it (each removal copies the cache), so a step costs about
@@ -40,8 +40,20 @@ COMPACT = 0.125  # ended rows leave the batch when they are this share of it
 
 # GenerationConfig fields `GeneratePick` reproduces; any other set field keeps `generate`
 HANDLED = {"max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "pad_token_id",
-           "bos_token_id", "eos_token_id", "use_cache", "cache_implementation",
-           "disable_compile", "transformers_version", "_from_model_config"}
+           "bos_token_id", "eos_token_id", "use_cache", "disable_compile",
+           "transformers_version", "_from_model_config"}
+
+
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) of token rows, left-padded to the longest: `decode`'s
+    input."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(list(r), dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    return ids, mask
 
 
 @torch.no_grad()

@@ -1,8 +1,8 @@
 """GRPO's sampling with each completion taken out of the batch as it ends.
 
 TRL's GRPOTrainer samples with transformers' `generate` (without vLLM), which computes
-every row of the batch until the longest completion ends: the demo's RL batches (128 rows,
-completions of 33 tokens on average, up to 64) spend about half of it on ended rows.
+every row of the batch until the longest completion ends (the demo's RL batches: 128 rows
+whose completions end at 31 tokens on average, the batch at its longest, up to 64).
 `DropEndedRows` (a mixin before GRPOTrainer) lets TRL call `generate` as it does, on a
 model whose `generate` runs `prmkit.models.decoding.decode` for the call: the same tokens
 from the same global generator (a test compares them with `generate`'s), ended rows out of
