@@ -8,11 +8,13 @@ from prmkit.demo.lm.mathmix import MathMixConfig, mathmix_problems
 from prmkit.demo.world import (
     DIFFICULTIES,
     OOD_RULE,
+    SHIFTS,
     check_solution,
     make_problems,
     make_splits,
     ood_problems,
     sample_pools,
+    shifted_problems,
 )
 from prmkit.demo.world.error_kinds import error_kind
 from prmkit.errors import PrmkitError
@@ -90,3 +92,59 @@ def test_ood_pools_are_sampled_and_checked_with_mistakes_of_every_kind():
     kinds = Counter(error_kind(p, s) for p, pool in zip(problems, pools) for s in pool)
     assert set(kinds) >= {"right", "slip", "miscopy", "skip", "trap", "cancel"}
     assert kinds["right"] > 0.02 * sum(kinds.values())
+
+
+@pytest.fixture(scope="module")
+def shifted(seen):
+    keys = frozenset(p.key for p in seen)
+    return {name: shifted_problems(name, 200, seed=0, exclude=keys) for name in SHIFTS}
+
+
+# per set: new wording, operation counts, start range, levels
+EXPECTED = {
+    "wording": (True, {2, 3, 4}, (3, 20), {1, 2}),
+    "length": (False, {8, 9}, (3, 20), {1, 2}),
+    "start": (False, {2, 3, 4}, (50, 99), {1, 2}),
+    "level5": (False, {5, 6, 7}, (12, 40), {5}),
+    "level5-wording": (True, {5, 6, 7}, (12, 40), {5}),
+    "level5-length": (False, {8, 9}, (12, 40), {5}),
+    "level5-start": (False, {5, 6, 7}, (50, 99), {5}),
+    "all": (True, {8, 9}, (50, 99), {6}),
+}
+
+
+def test_each_shift_changes_only_what_its_rule_says(seen, shifted):
+    """Each set differs from easy or level-5 word problems in its own changes only; all is
+    the out-of-distribution set; no set shares a problem with any seen one."""
+    assert list(SHIFTS) == list(EXPECTED)
+    seen_shapes = _shapes(seen)
+    for name, problems in shifted.items():
+        new_wording, nodes, (lo, hi), levels = EXPECTED[name]
+        shapes = _shapes(problems)
+        assert (not shapes & seen_shapes) == new_wording, name
+        if not new_wording:
+            assert shapes <= seen_shapes, name
+        assert {len(p.tree.nodes) for p in problems} == nodes, name
+        starts = [p.quantities[0] for p in problems]
+        assert lo <= min(starts) and max(starts) <= hi, name
+        assert {p.kind for p in problems} == {"word"} and {p.level for p in problems} == levels
+        assert not {p.key for p in problems} & {p.key for p in seen}, name
+    easy = [p for p in make_problems(400, seed=3, difficulty="easy") if p.kind == "word"]
+    assert {len(p.tree.nodes) for p in easy} == EXPECTED["wording"][1]
+    assert max(p.quantities[0] for p in easy) <= 20
+    assert shifted["all"] == ood_problems(200, seed=0)
+    # why the keys of what a model read are left out: the shop's wording of an easy problem
+    # computes what some easy problem already does
+    assert {p.key for p in shifted_problems("wording", 200, seed=0)} & {p.key for p in seen}
+
+
+def test_shifted_problems_are_deterministic_streams_of_their_own(shifted):
+    ids = {name: problems[0].id for name, problems in shifted.items()}
+    assert ids == {name: f"ood-{name}-0-00000" for name in SHIFTS if name != "all"} | {
+        "all": "ood-0-00000"}
+    assert shifted_problems("length", 20, seed=0) == shifted["length"][:20]  # nothing left out
+    assert shifted_problems("length", 20, seed=1) != shifted["length"][:20]
+    texts = [p.text for problems in shifted.values() for p in problems]
+    assert len(set(texts)) == len(texts)
+    with pytest.raises(PrmkitError, match="unknown shift 'dates'"):
+        shifted_problems("dates", 5)

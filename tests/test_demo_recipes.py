@@ -18,7 +18,7 @@ from prmkit.search import RescoringScorer
 
 @pytest.fixture(scope="module")
 def quick_runs(tmp_path_factory):
-    """diagnose, search and base-skill on quick settings in one folder, with the seeds
+    """diagnose, search, ood-shifts and base-skill on quick settings in one folder, with the seeds
     whose models were trained (not read back)."""
     out = tmp_path_factory.mktemp("recipes")
     trained = []
@@ -30,7 +30,7 @@ def quick_runs(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(seed_mod, "train_seed_models", counted)
-        for name in ("diagnose", "search", "base-skill"):
+        for name in ("diagnose", "search", "ood-shifts", "base-skill"):
             argv = ["demo", "--experiment", name, "--quick", "--seeds", "0", "--out", str(out),
                     "--no-progress"]
             assert main(argv) == 0, name
@@ -53,9 +53,26 @@ def test_diagnose_search_and_base_skill_run_quick_from_the_cli(quick_runs):
     assert 0 <= skill["skill"]["all"]["exact"] <= 1 and skill["skill"]["all"]["steps"] > 0
 
 
+def test_ood_shifts_report_every_set_and_read_the_demo_s_own_out_of_distribution_scores(
+        quick_runs):
+    out, _ = quick_runs
+    result = json.loads((out / "ood_shifts" / "ood_shifts.json").read_text())
+    assert list(result["sets"]) == list(world.SHIFTS) and result["n"] == [1, 2, 4, 8]
+    for summary in result["sets"].values():
+        for curve in ("prm", "orm", "majority", "pass"):
+            assert len(summary[curve]) == 4 and all(0 <= v <= 1 for v in summary[curve])
+        assert set(summary["base_step_auroc"]) == {"slip", "miscopy", "skip", "trap", "cancel"}
+    assert result["sets"]["all"]["rule"] == world.OOD_RULE
+    folder = seed_mod.models_folder(0, quick_config((0,)), out / "work")
+    # "all" is the demo's set: its scores are the demo's cache; the others have their own
+    assert (folder / "prm_ood_scores.json").is_file()
+    assert (folder / "prm_ood-length_scores.json").is_file()
+    assert not (folder / "prm_ood-all_scores.json").exists()
+
+
 def test_experiments_read_a_seeds_models_trained_by_another(quick_runs):
     _, trained = quick_runs
-    assert trained == [0]  # diagnose trained seed 0's models, search read them back
+    assert trained == [0]  # diagnose trained seed 0's models, the others read them back
 
 
 def test_search_scores_a_prm_that_reads_the_base_surprise_by_full_forwards(quick_runs):

@@ -14,6 +14,8 @@
   search                    PRM-guided search (best-of-N, beam search, DVTS) against generated
                             tokens; OUT/search
   diagnose                  why best-of-N rises or falls: selections on the same scores; OUT/diagnose
+  ood-shifts                out of distribution one change at a time: PRM, ORM, majority vote and
+                            the base's check on each set of prmkit.demo.world.SHIFTS; OUT/ood_shifts
   base-skill                the base's regime indicator, the share of held-out step results it
                             computes exactly; OUT/base_skill.json
 
@@ -42,6 +44,7 @@ RECIPES = {
     "rl": ("rl", "rl"),
     "search": ("search", "search"),
     "diagnose": ("diagnose", "diagnose"),
+    "ood-shifts": ("ood_shifts", "ood_shifts"),
     "base-skill": ("base_skill", ""),
 }
 GROUPS = {"all": ("synthetic", "active")}

@@ -24,7 +24,7 @@ from prmkit.demo.world.examples import (
     to_step_examples,
 )
 from prmkit.demo.world.hard import HARD_RULE, hard_problems, is_hard
-from prmkit.demo.world.ood import OOD_RULE, ood_problems
+from prmkit.demo.world.ood import OOD_RULE, SHIFTS, ood_problems, shifted_problems
 from prmkit.demo.world.plan import Propensity
 from prmkit.demo.world.problems import (
     DIFFICULTIES,
@@ -40,9 +40,9 @@ from prmkit.demo.world.trees import MAX_VALUE, OPS, Node, NodeRef, Tree, build_t
 
 __all__ = [
     "DIFFICULTIES", "HARD_RULE", "MAX_VALUE", "OOD_RULE", "OPS", "Node", "NodeRef", "Propensity",
-    "StepCheck", "Tree", "WorldProblem", "WorldSplits", "WorldStats", "build_tree",
+    "SHIFTS", "StepCheck", "Tree", "WorldProblem", "WorldSplits", "WorldStats", "build_tree",
     "check_pool", "check_solution", "corpus_documents", "corpus_text", "extract_final_answer",
     "hard_problems", "is_hard", "main", "majority_answer", "make_problems", "make_splits",
-    "ood_problems", "sample_pools", "sample_solutions", "to_scored_samples",
+    "ood_problems", "sample_pools", "sample_solutions", "shifted_problems", "to_scored_samples",
     "to_step_examples", "with_solver", "world_stats",
 ]

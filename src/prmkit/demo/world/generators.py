@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from prmkit.demo.world.trees import MAX_VALUE, InvalidTree, Tree, TreeBuilder
 from prmkit.demo.world.wordings import PERSON, Wording
@@ -25,6 +26,26 @@ WORD_START = ((3, 12), (5, 20), (8, 25), (10, 30), (12, 40), (50, 99))
 WORD_SMALL = ((2, 6), (2, 9), (2, 10), (3, 12), (3, 15), (3, 15))
 WORD_FACTOR = ((2, 4), (2, 5), (2, 6), (2, 7), (2, 9), (2, 9))
 WORD_NODES = ((2, 3), (3, 4), (4, 5), (5, 6), (5, 6, 7), (8, 9))
+
+
+
+@dataclass(frozen=True)
+class WordRanges:
+    """A word problem's numbers and length: the start amount, the amounts added or taken,
+    the factors (each an inclusive range) and the operation counts to choose from."""
+
+    start: tuple[int, int]
+    small: tuple[int, int]
+    factor: tuple[int, int]
+    nodes: tuple[int, ...]
+
+
+def word_ranges(level: int) -> WordRanges:
+    """A level's ranges (1..5; 6 is the out-of-distribution set's)."""
+    i = level - 1
+    return WordRanges(WORD_START[i], WORD_SMALL[i], WORD_FACTOR[i], WORD_NODES[i])
+
+
 _EQ_X = ((1, 9), (2, 9), (2, 10), (2, 12), (2, 15))
 _EQ_CONST = ((1, 9), (1, 12), (1, 15), (1, 20), (1, 25))
 _EQ_LAYERS = ((2,), (2, 3), (3,), (3, 4), (4, 5))
@@ -61,12 +82,14 @@ def swap_digits(v: int) -> int | None:
 
 
 def gen_word(
-    rng: random.Random, level: int, wording: Wording = PERSON
+    rng: random.Random, level: int, wording: Wording = PERSON, ranges: WordRanges | None = None
 ) -> tuple[str, Tree, list[tuple[str, Tree]]]:
-    i = level - 1
-    target = rng.choice(WORD_NODES[i])
+    """A word problem of `level` (its ranges, unless `ranges` says others; the level alone
+    sets how often a distractor sentence is added), its tree and its traps."""
+    r = ranges or word_ranges(level)
+    target = rng.choice(r.nodes)
     while True:
-        start = rng.randint(*WORD_START[i])
+        start = rng.randint(*r.start)
         acc, nodes, events = start, 0, []
         for _ in range(40):
             if nodes >= target:
@@ -76,22 +99,22 @@ def gen_word(
                 kinds += ["addmul", "addmul", "submul"]
             kind = rng.choice(kinds)
             if kind == "add":
-                b = rng.randint(*WORD_SMALL[i])
+                b = rng.randint(*r.small)
                 ev, new = ("add", b), acc + b
             elif kind == "sub":
-                b = rng.randint(*WORD_SMALL[i])
+                b = rng.randint(*r.small)
                 ev, new = ("sub", b), acc - b
             elif kind == "mul":
-                k = rng.randint(*WORD_FACTOR[i])
+                k = rng.randint(*r.factor)
                 ev, new = ("mul", k), acc * k
             elif kind == "div":
-                ks = [k for k in range(2, WORD_FACTOR[i][1] + 1) if acc % k == 0 and acc > k]
+                ks = [k for k in range(2, r.factor[1] + 1) if acc % k == 0 and acc > k]
                 if not ks:
                     continue
                 k = rng.choice(ks)
                 ev, new = ("div", k), acc // k
             else:
-                b, c = rng.randint(*WORD_FACTOR[i]), rng.randint(*WORD_SMALL[i])
+                b, c = rng.randint(*r.factor), rng.randint(*r.small)
                 ev = (kind, b, c)
                 new = acc + b * c if kind == "addmul" else acc - b * c
             repeated = bool(events) and kind in ("mul", "div") and events[-1][0] == kind
@@ -135,7 +158,7 @@ def gen_word(
         traps.append(("misread", _try_tree(lambda: _word_tree(swapped, events))))
     if rng.random() < 0.25 + 0.1 * level:
         used = set(INT_RE.findall(" ".join(sentences)))
-        d = rng.randint(*WORD_START[i])
+        d = rng.randint(*r.start)
         while str(d) in used:
             d += 1
         products = [k for k, ev in enumerate(events) if ev[0] in ("addmul", "submul")]

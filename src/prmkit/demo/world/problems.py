@@ -137,11 +137,12 @@ def make_problems(
     return distinct_problems(n, random.Random(f"prmkit-world:{seed}"), f"world-{seed}", draw)
 
 
-def distinct_problems(n: int, rng: random.Random, prefix: str, draw) -> list[WorldProblem]:
-    """`n` problems of distinct keys, ids `prefix-00000`...; `draw(rng)` generates one as
-    (kind, level, text, tree, traps)."""
+def distinct_problems(n: int, rng: random.Random, prefix: str, draw,
+                      exclude: frozenset[str] = frozenset()) -> list[WorldProblem]:
+    """`n` problems of distinct keys, none in `exclude`, ids `prefix-00000`...; `draw(rng)`
+    generates one as (kind, level, text, tree, traps)."""
     problems: list[WorldProblem] = []
-    seen: set[str] = set()
+    seen: set[str] = set(exclude)
     while len(problems) < n:
         kind, level, text, tree, traps = draw(rng)
         key = tree.canonical()
