@@ -8,6 +8,7 @@ from prmkit.demo.lm import base as base_mod
 from prmkit.demo.lm.base import BaseConfig, base_folder, base_info
 from prmkit.demo.lm.skill import heldout_text, step_result_skill
 from prmkit.demo.settings import with_overrides
+from prmkit.errors import PrmkitError
 from prmkit.models.backbones import load_backbone
 
 TINY = ["steps=3", "hidden_size=32", "layers=1", "heads=2", "vocab_size=300", "block=64",
@@ -91,6 +92,40 @@ def test_reading_stages_that_read_more_equations_build_their_own_bases(counted_p
     extra = extra_equations(cfg.mathmix, 12, "medium")
     assert len({p.key for p in extra}) == 12 and all(p.kind == "equation" for p in extra)
     assert base_info(more)["documents"] == len(worked_documents(problems + extra, 2))
+
+
+def test_a_reading_stage_that_reads_a_shifted_set_builds_its_own_base(counted_pretraining):
+    from prmkit.demo.lm.base import SHIFT_STREAM, base_config, reading_problems
+    from prmkit.demo.lm.mathmix import excluded_keys, mathmix_problems, worked_documents
+    from prmkit.demo.world import shifted_problems
+
+    cfg = with_overrides(BaseConfig(), [*TWO_STAGES, "reading.world_mix=false"])
+    shop_cfg = with_overrides(cfg, ["reading.extra_shift=wording",
+                                    "reading.extra_shift_problems=6"])
+    assert "extra_shift" not in cfg.settings()["reading"]  # the keys of bases built before
+    assert shop_cfg.key() != cfg.key()
+    read = reading_problems(shop_cfg)
+    mathmix = mathmix_problems(replace(cfg.mathmix, problems=30))
+    shop = shifted_problems("wording", 6, seed=SHIFT_STREAM, exclude=excluded_keys(cfg.mathmix))
+    assert read == mathmix + shop and reading_problems(cfg) == mathmix
+    assert all("shop" in p.text for p in shop)
+    folder = base_folder(shop_cfg, progress=False)
+    assert counted_pretraining == [3, 2]
+    assert base_info(folder)["documents"] == len(worked_documents(read, 2))
+    assert base_config(str(folder)).key() == shop_cfg.key()  # what a saved base read
+    with pytest.raises(PrmkitError, match="unknown shift 'shops'"):
+        reading_problems(with_overrides(cfg, ["reading.extra_shift=shops",
+                                              "reading.extra_shift_problems=2"]))
+
+
+def test_base_config_reads_back_the_settings_a_saved_base_was_built_with(tmp_path):
+    from prmkit.demo.lm.base import SHIPPED_BASE, SHIPPED_FIRST_STAGE, base_config
+
+    for folder in (SHIPPED_BASE, SHIPPED_FIRST_STAGE):
+        assert base_config(str(folder)).key() == base_info(folder)["key"]
+    assert base_config("mathmix").key() == base_info(SHIPPED_BASE)["key"]
+    assert base_config("mathmix reading.steps=0").key() == base_info(SHIPPED_FIRST_STAGE)["key"]
+    assert base_config("seed") is None and base_config(str(tmp_path)) is None
 
 
 def test_worked_documents_write_each_valid_order_once_the_written_one_first():

@@ -36,6 +36,7 @@ from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.lm.mathmix import (
     MathMixConfig,
     build_mathmix,
+    excluded_keys,
     extra_equations,
     mathmix_problems,
     worked_documents,
@@ -49,6 +50,9 @@ SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings'
 SHIPPED_FIRST_STAGE = Path(__file__).with_name("shipped_first_stage")  # its first stage
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
 REGIME = 0.95  # the regime indicators' threshold (regime_misses)
+# the seed of a reading stage's extra problems of a shifted set: its stream is none of the
+# seeds' test sets' (`shifted_problems` streams are per set and seed)
+SHIFT_STREAM = 7922
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,16 @@ class ReadingConfig:
     # (`mathmix.extra_equations`; the low difficulty holds few the seeds leave over)
     extra_equations: int = 0
     extra_difficulty: str = "medium"
+    # problems of a set of `prmkit.demo.world.SHIFTS` read beside them (a stream of their
+    # own, no key a seed may use): a base that read a change the reward models never see
+    extra_shift: str = ""
+    extra_shift_problems: int = 0
 
 
 # reading settings added after the first reading stage, left out of a base's key at the
 # values that stage had (so that bases built before them keep their keys)
-LATER_READING = {"world_mix": False, "extra_equations": 0, "extra_difficulty": "medium"}
+LATER_READING = {"world_mix": False, "extra_equations": 0, "extra_difficulty": "medium",
+                 "extra_shift": "", "extra_shift_problems": 0}
 
 
 @dataclass(frozen=True)
@@ -169,10 +178,9 @@ def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
     first = base_folder(cfg.first_stage(), progress=progress, device=device)
     t0 = time.perf_counter()
     r = cfg.reading
-    problems = mathmix_problems(replace(cfg.mathmix, problems=r.problems))
-    repeats = world_mix_repeats(problems, world_mix(cfg.mathmix)) if r.world_mix else {}
-    if r.extra_equations:
-        problems += extra_equations(cfg.mathmix, r.extra_equations, r.extra_difficulty)
+    problems = reading_problems(cfg)
+    mathmix = problems[: r.problems]
+    repeats = world_mix_repeats(mathmix, world_mix(cfg.mathmix)) if r.world_mix else {}
     docs = [d for p in problems for d in worked_documents([p], r.orders) * repeats.get(p.form, 1)]
     model, tokenizer = load_backbone(str(first))
     losses = pretrain_lm(model, tokenizer, docs, steps=r.steps, seed=r.seed, block=cfg.block,
@@ -180,6 +188,21 @@ def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
                          bf16=bf16)
     return _save_base(out, cfg, model, tokenizer, losses, t0, device, bf16,
                       first_stage=base_info(first)["key"], documents=len(docs))
+
+
+def reading_problems(cfg: BaseConfig) -> list:
+    """Every problem the reading stage of `cfg` reads: its MathMix problems, then its extra
+    equations and its extra problems of a shifted set."""
+    from prmkit.demo.world import shifted_problems
+
+    r = cfg.reading
+    problems = mathmix_problems(replace(cfg.mathmix, problems=r.problems))
+    if r.extra_equations:
+        problems += extra_equations(cfg.mathmix, r.extra_equations, r.extra_difficulty)
+    if r.extra_shift_problems:
+        problems += shifted_problems(r.extra_shift, r.extra_shift_problems, seed=SHIFT_STREAM,
+                                     exclude=excluded_keys(cfg.mathmix))
+    return problems
 
 
 def _save_base(out: Path, cfg: BaseConfig, model, tokenizer, losses: list[float], t0: float,
@@ -219,6 +242,24 @@ def resolve_base(spec: str, progress: bool = True,
     except ValueError as e:
         raise PrmkitError(f"base {spec!r}: {e}") from None
     return base_folder(cfg, progress=progress, device=device)
+
+
+def base_config(spec: str) -> BaseConfig | None:
+    """The settings of the base `spec` names, without building it: a MathMix spec's, or
+    those a saved base recorded (its base.json); None for `seed` and for a folder without
+    that record."""
+    if spec.strip() in ("", "seed"):
+        return None
+    name, *items = spec.split()
+    if name == "mathmix":
+        return with_overrides(BaseConfig(), items)
+    if not (Path(spec) / "base.json").is_file():
+        return None
+    s = base_info(spec)["config"]
+    reading = {**LATER_READING, **s["reading"]} if "reading" in s else {"steps": 0}
+    mathmix = {k: tuple(v) if isinstance(v, list) else v for k, v in s["mathmix"].items()}
+    rest = {k: v for k, v in s.items() if k not in ("mathmix", "reading")}
+    return BaseConfig(mathmix=MathMixConfig(**mathmix), reading=ReadingConfig(**reading), **rest)
 
 
 def base_key(spec: str) -> str | None:

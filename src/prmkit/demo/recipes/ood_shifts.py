@@ -70,18 +70,15 @@ def shift_set(shift: str, seed: int, cfg: DemoConfig, exclude: frozenset[str]
 
 def read_keys(seed: int, cfg: DemoConfig) -> frozenset[str]:
     """The keys of every problem the seed's models or their base read: the seed's splits
-    and, for a MathMix base, its reading stage's problems (which hold its first stage's)."""
-    from prmkit.demo.lm.base import BaseConfig
-    from prmkit.demo.lm.mathmix import mathmix_problems
-    from prmkit.demo.settings import with_overrides
+    and, for a MathMix base (named or saved with its record), its reading stage's problems
+    (which hold its first stage's)."""
+    from prmkit.demo.lm.base import base_config, reading_problems
 
     splits = seed_world(seed, replace(cfg, ood_problems=0, hard_share=0)).splits
     keys = {p.key for part in (splits.test, splits.train, splits.pretrain) for p in part}
-    name, *items = cfg.base.split() or [""]
-    if name == "mathmix":
-        base = with_overrides(BaseConfig(), items)
-        keys |= {p.key for p in mathmix_problems(replace(base.mathmix,
-                                                         problems=base.reading.problems))}
+    base = base_config(cfg.base)
+    if base is not None:
+        keys |= {p.key for p in reading_problems(base)}
     return frozenset(keys)
 
 
