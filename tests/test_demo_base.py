@@ -95,7 +95,7 @@ def test_reading_stages_that_read_more_equations_build_their_own_bases(counted_p
 
 
 def test_a_reading_stage_that_reads_a_shifted_set_builds_its_own_base(counted_pretraining):
-    from prmkit.demo.lm.base import SHIFT_STREAM, base_config, reading_problems
+    from prmkit.demo.lm.base_settings import SHIFT_STREAM, base_config, reading_problems
     from prmkit.demo.lm.mathmix import excluded_keys, mathmix_problems, worked_documents
     from prmkit.demo.world import shifted_problems
 
@@ -119,7 +119,8 @@ def test_a_reading_stage_that_reads_a_shifted_set_builds_its_own_base(counted_pr
 
 
 def test_base_config_reads_back_the_settings_a_saved_base_was_built_with(tmp_path):
-    from prmkit.demo.lm.base import SHIPPED_BASE, SHIPPED_FIRST_STAGE, base_config
+    from prmkit.demo.lm.base import SHIPPED_BASE, SHIPPED_FIRST_STAGE
+    from prmkit.demo.lm.base_settings import base_config
 
     for folder in (SHIPPED_BASE, SHIPPED_FIRST_STAGE):
         assert base_config(str(folder)).key() == base_info(folder)["key"]

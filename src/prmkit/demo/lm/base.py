@@ -7,7 +7,7 @@ concurrent callers wait for one build; the folder appears whole (written aside, 
 renamed) with `base.json` (settings, loss curve ends, build time, where it was built).
 
 A base is built in two stages. The first pretrains a new model on MathMix (worked solutions
-and arithmetic facts): it learns to compute. The second (`ReadingConfig`, skipped with
+and arithmetic facts): it learns to compute. The second (`base_settings.ReadingConfig`, skipped with
 `reading.steps=0`) goes on pretraining it on worked solutions alone, of many more problems
 and in every order the world allows: it learns to read a problem, to copy its quantities and
 results written before, and which steps may come next, so that its own probability of a
@@ -26,97 +26,20 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from prmkit.data.io import atomic_folder, cache_dir
 from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
-from prmkit.demo.lm.mathmix import (
-    MathMixConfig,
-    build_mathmix,
-    excluded_keys,
-    extra_equations,
-    mathmix_problems,
-    worked_documents,
-    world_mix,
-    world_mix_repeats,
-)
+from prmkit.demo.lm.base_settings import BaseConfig, reading_problems
+from prmkit.demo.lm.mathmix import build_mathmix, worked_documents, world_mix, world_mix_repeats
 from prmkit.demo.settings import config_key, with_overrides
 
-BASE_FORMAT = 1  # bump when a change of code changes what the same settings build
 SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings' base
 SHIPPED_FIRST_STAGE = Path(__file__).with_name("shipped_first_stage")  # its first stage
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
 REGIME = 0.95  # the regime indicators' threshold (regime_misses)
-# the seed of a reading stage's extra problems of a shifted set: its stream is none of the
-# seeds' test sets' (`shifted_problems` streams are per set and seed)
-SHIFT_STREAM = 7922
-
-
-@dataclass(frozen=True)
-class ReadingConfig:
-    """The second stage: `steps` more steps of pretraining (0: none) on the worked solutions
-    (`prmkit.demo.lm.mathmix.worked_documents`) of the first `problems` MathMix problems, each
-    in up to `orders` orders, at peak learning rate `lr`."""
-
-    problems: int = 20000
-    orders: int = 4
-    steps: int = 4800
-    lr: float = 1e-3
-    seed: int = 1
-    # each problem form's documents repeated until the forms hold the shares of problems the
-    # world draws (`mathmix.world_mix_repeats`); False: every problem once, MathMix's own
-    # mix, almost all word problems
-    world_mix: bool = True
-    # distinct equations (both forms) of `extra_difficulty` read beside them
-    # (`mathmix.extra_equations`; the low difficulty holds few the seeds leave over)
-    extra_equations: int = 0
-    extra_difficulty: str = "medium"
-    # problems of a set of `prmkit.demo.world.SHIFTS` read beside them (a stream of their
-    # own, no key a seed may use): a base that read a change the reward models never see
-    extra_shift: str = ""
-    extra_shift_problems: int = 0
-
-
-# reading settings added after the first reading stage, left out of a base's key at the
-# values that stage had (so that bases built before them keep their keys)
-LATER_READING = {"world_mix": False, "extra_equations": 0, "extra_difficulty": "medium",
-                 "extra_shift": "", "extra_shift_problems": 0}
-
-
-@dataclass(frozen=True)
-class BaseConfig:
-    mathmix: MathMixConfig = field(default_factory=MathMixConfig)
-    hidden_size: int = 128
-    layers: int = 4
-    heads: int = 4
-    vocab_size: int = 512
-    steps: int = 2000
-    batch_size: int = 16
-    block: int = 256
-    lr: float = 3e-3
-    seed: int = 0
-    reading: ReadingConfig = field(default_factory=ReadingConfig)
-
-    def settings(self) -> dict:
-        """The settings as base.json records them: a one-stage base's without `reading`, as
-        such a base had them before the second stage existed."""
-        fields = asdict(self)
-        if not self.reading.steps:
-            del fields["reading"]
-        else:  # the key of every base built before these settings existed
-            for name, before in LATER_READING.items():
-                if fields["reading"][name] == before:
-                    del fields["reading"][name]
-        return fields
-
-    def key(self) -> str:
-        return config_key({"format": BASE_FORMAT, **self.settings()}, length=16)
-
-    def first_stage(self) -> BaseConfig:
-        return replace(self, reading=replace(self.reading, steps=0))
 
 
 def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
@@ -190,21 +113,6 @@ def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
                       first_stage=base_info(first)["key"], documents=len(docs))
 
 
-def reading_problems(cfg: BaseConfig) -> list:
-    """Every problem the reading stage of `cfg` reads: its MathMix problems, then its extra
-    equations and its extra problems of a shifted set."""
-    from prmkit.demo.world import shifted_problems
-
-    r = cfg.reading
-    problems = mathmix_problems(replace(cfg.mathmix, problems=r.problems))
-    if r.extra_equations:
-        problems += extra_equations(cfg.mathmix, r.extra_equations, r.extra_difficulty)
-    if r.extra_shift_problems:
-        problems += shifted_problems(r.extra_shift, r.extra_shift_problems, seed=SHIFT_STREAM,
-                                     exclude=excluded_keys(cfg.mathmix))
-    return problems
-
-
 def _save_base(out: Path, cfg: BaseConfig, model, tokenizer, losses: list[float], t0: float,
                device, bf16: bool, **extra) -> Path:
     """The pretrained model and its base.json (settings, loss ends, build time, where it was
@@ -242,24 +150,6 @@ def resolve_base(spec: str, progress: bool = True,
     except ValueError as e:
         raise PrmkitError(f"base {spec!r}: {e}") from None
     return base_folder(cfg, progress=progress, device=device)
-
-
-def base_config(spec: str) -> BaseConfig | None:
-    """The settings of the base `spec` names, without building it: a MathMix spec's, or
-    those a saved base recorded (its base.json); None for `seed` and for a folder without
-    that record."""
-    if spec.strip() in ("", "seed"):
-        return None
-    name, *items = spec.split()
-    if name == "mathmix":
-        return with_overrides(BaseConfig(), items)
-    if not (Path(spec) / "base.json").is_file():
-        return None
-    s = base_info(spec)["config"]
-    reading = {**LATER_READING, **s["reading"]} if "reading" in s else {"steps": 0}
-    mathmix = {k: tuple(v) if isinstance(v, list) else v for k, v in s["mathmix"].items()}
-    rest = {k: v for k, v in s.items() if k not in ("mathmix", "reading")}
-    return BaseConfig(mathmix=MathMixConfig(**mathmix), reading=ReadingConfig(**reading), **rest)
 
 
 def base_key(spec: str) -> str | None:

@@ -12,7 +12,7 @@ the small-scale experiments' problems after them):
   probability proportional to count ** `fact_alpha` over the distinct facts (0: uniform, so
   rare facts are seen as often as common ones; 1: as often as the world writes them).
 
-`worked_documents` gives the second corpus a base reads (`prmkit.demo.lm.base.ReadingConfig`):
+`worked_documents` gives the second corpus a base reads (`prmkit.demo.lm.base_settings.ReadingConfig`):
 the right solution of each problem in every order the world allows (up to a limit, the
 written order first), so that a reader learns which steps may come next, not one order.
 

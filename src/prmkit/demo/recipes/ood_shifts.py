@@ -1,15 +1,16 @@
 """Out of distribution one change at a time (the paper's section 6): each seed's PRM, ORM and
 majority vote, and the base's own check, on the sets of `prmkit.demo.world.SHIFTS`.
 
-    prmkit demo --experiment ood-shifts --out OUT
+    prmkit demo --experiment ood-shifts --out OUT [--set shifts=wording,all]
 
 The demo's out-of-distribution set changes three things at once (a new wording, more
-operations, larger starts). Here each set changes one of them from level-5 word problems
-(themselves harder than every problem the reward models train on, and read by the base),
-and `all` is the demo's set. Each seed reads (or trains) its models as `prmkit demo` does;
-per set: `ood_problems` problems x `samples_per_ood_problem` samples (the demo's sizes), the
-PRM's and the ORM's scores (cached beside the models), best-of-N, majority vote and pass@N,
-step AUROC per kind of first error, and the base's whole-step check per kind
+operations, larger starts). Here each set changes one of them, on easy word problems (the
+levels the reward models and the base read) or on level-5 ones, and `all` is the demo's
+set. Each seed reads (or trains) its models as `prmkit demo` does; per set:
+`ood_problems` problems x `samples_per_ood_problem` samples (the demo's sizes), none with
+the key of a problem the seed's models or its base read (`read_keys`), the PRM's and the
+ORM's scores (cached beside the models), best-of-N, majority vote and pass@N, step AUROC
+per kind of first error, and the base's whole-step check per kind
 (`prmkit.demo.lm.skill.written_probs`: the regime indicator read on that set). Writes
 ood_shifts.json and prints a table.
 """
@@ -72,7 +73,7 @@ def read_keys(seed: int, cfg: DemoConfig) -> frozenset[str]:
     """The keys of every problem the seed's models or their base read: the seed's splits
     and, for a MathMix base (named or saved with its record), its reading stage's problems
     (which hold its first stage's)."""
-    from prmkit.demo.lm.base import base_config, reading_problems
+    from prmkit.demo.lm.base_settings import base_config, reading_problems
 
     splits = seed_world(seed, replace(cfg, ood_problems=0, hard_share=0)).splits
     keys = {p.key for part in (splits.test, splits.train, splits.pretrain) for p in part}
@@ -168,7 +169,8 @@ def run(cfg: Config, out: str | Path, work: str | Path) -> dict:
     cfg.check()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    per_seed = map_seeds(functools.partial(shifts_seed, shifts=tuple(cfg.shifts)), cfg.demo, Path(work))
+    fn = functools.partial(shifts_seed, shifts=tuple(cfg.shifts))
+    per_seed = map_seeds(fn, cfg.demo, Path(work))
     ns = list(ood_ns(cfg.demo))
     summaries = summarise(per_seed, ns)
     result = {"n": ns, "seeds": list(cfg.demo.seeds),

@@ -12,7 +12,7 @@ from prmkit.demo.world.wordings import PERSON, Wording
 
 INT_RE = re.compile(r"\d+")
 
-_PEOPLE = (
+PEOPLE = (  # name and pronoun of a word problem's person
     ("Ann", "She"), ("Ben", "He"), ("Cal", "He"), ("Dee", "She"), ("Eva", "She"),
     ("Gus", "He"), ("Ivy", "She"), ("Jon", "He"), ("Kim", "She"), ("Max", "He"),
     ("Ned", "He"), ("Pam", "She"), ("Sam", "He"), ("Tia", "She"),
@@ -26,7 +26,6 @@ WORD_START = ((3, 12), (5, 20), (8, 25), (10, 30), (12, 40), (50, 99))
 WORD_SMALL = ((2, 6), (2, 9), (2, 10), (3, 12), (3, 15), (3, 15))
 WORD_FACTOR = ((2, 4), (2, 5), (2, 6), (2, 7), (2, 9), (2, 9))
 WORD_NODES = ((2, 3), (3, 4), (4, 5), (5, 6), (5, 6, 7), (8, 9))
-
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def gen_word(
         if nodes == target:
             break
     tree = _word_tree(start, events)
-    name, pron = rng.choice(_PEOPLE)
+    name, pron = rng.choice(PEOPLE)
     item = rng.choice(_ITEMS)
     boxes, box = rng.choice(_BOXES)
     fields = {"name": name, "pron": pron, "item": item, "boxes": boxes, "box": box}
@@ -165,7 +164,7 @@ def gen_word(
         style = rng.choice(("friend", "cost") if products and events[products[0]][0] == "addmul"
                            else ("friend", "age"))  # fmt: skip
         if style == "friend":
-            other = rng.choice([p for p, _ in _PEOPLE if p != name])
+            other = rng.choice([p for p, _ in PEOPLE if p != name])
             extra = say(wording.friend, other=other, d=d)
             trap = _try_tree(lambda: _word_tree(d, events))
         elif style == "age":
