@@ -176,16 +176,22 @@ def base_indicators(folder) -> dict:
     held-out step results computed exactly (`base_skill`: "exact", and per operation
     "exact_per_op") and each error kind's step AUROC of the base's own whole-step check on 64
     samples of each held-out problem ("step_auroc")."""
-    from prmkit.demo.world.error_kinds import kind_report
     from prmkit.models.backbones import load_backbone
 
     model, tokenizer = load_backbone(str(folder))
     skill = step_result_skill(model.eval(), tokenizer, *heldout_text())
-    problems, pools = heldout_text(samples=64)
-    scores = written_probs(model, tokenizer, problems, pools, check="step")
     return {"exact": skill["all"]["exact"],
             "exact_per_op": {op: v["exact"] for op, v in skill.items() if op != "all"},
-            "step_auroc": kind_report(problems, pools, scores, [0] * len(pools))["step_auroc"]}
+            "step_auroc": check_aurocs(model, tokenizer, *heldout_text(samples=64))}
+
+
+def check_aurocs(model, tokenizer, problems, pools) -> dict:
+    """Per kind of first error, the step AUROC of the model's own whole-step check
+    (`written_probs`, check="step") on these pools."""
+    from prmkit.demo.world.error_kinds import kind_report
+
+    scores = written_probs(model, tokenizer, problems, pools, check="step")
+    return kind_report(problems, pools, scores, [0] * len(pools))["step_auroc"]
 
 
 def format_skill(skill: dict) -> str:

@@ -33,9 +33,8 @@ from prmkit.demo.core.parallel import map_seeds
 from prmkit.demo.core.scores import cached_scores
 from prmkit.demo.core.seed import seed_models, seed_world
 from prmkit.demo.world import SHIFTS, shifted_problems
-from prmkit.demo.world.error_kinds import KINDS, kind_report, pick_indices
+from prmkit.demo.world.error_kinds import KINDS
 from prmkit.errors import PrmkitError
-from prmkit.scoring.aggregate import aggregate
 
 
 @dataclass
@@ -93,23 +92,13 @@ def scores_file(folder: Path, kind: str, shift: str, problems: list, pools: list
     return folder / f"{kind}_ood-{shift}-{digest.hexdigest()[:12]}_scores.json"
 
 
-def base_check(backbone_dir: Path, problems: list, pools: list) -> dict:
-    """The base's whole-step check on these pools: step AUROC per kind of first error."""
-    from prmkit.demo.lm.skill import written_probs
-    from prmkit.models.backbones import load_backbone
-
-    model, tokenizer = load_backbone(str(backbone_dir))
-    scores = written_probs(model, tokenizer, problems, pools, check="step")
-    # kind_report also counts picks: each pool's weakest-step best among answered solutions
-    answered = [[i for i, s in enumerate(pool) if world.check_solution(p, s).answer is not None]
-                or [0] for p, pool in zip(problems, pools)]
-    mins = [[aggregate(sc[i], "min") for i in ans] for sc, ans in zip(scores, answered)]
-    return kind_report(problems, pools, scores, pick_indices(mins, answered))["step_auroc"]
-
-
 def shifts_seed(seed: int, cfg: DemoConfig, work: Path, shifts: tuple[str, ...]) -> dict:
     """One seed's figures on each set (its models' scores cached per set)."""
+    from prmkit.demo.lm.skill import check_aurocs
+    from prmkit.models.backbones import load_backbone
+
     models = seed_models(seed, cfg, work)
+    base, tokenizer = load_backbone(str(models.backbone_dir))
     exclude = read_keys(seed, cfg)
     out = {}
     for shift in shifts:
@@ -122,7 +111,7 @@ def shifts_seed(seed: int, cfg: DemoConfig, work: Path, shifts: tuple[str, ...])
         full = evaluate_seed(seed, replace(cfg, ns=ood_ns(cfg)), problems, pools,
                              scores["prm"], scores["orm"])
         out[shift] = {k: full[k] for k in SET_KEEP}
-        out[shift]["base_step_auroc"] = base_check(models.backbone_dir, problems, pools)
+        out[shift]["base_step_auroc"] = check_aurocs(base, tokenizer, problems, pools)
     return out
 
 
