@@ -209,25 +209,29 @@ def rlhflow(folder: Path) -> Path:
 
 
 def rlhflow_card_scores(folder, problem, steps) -> list[float]:
-    """The reference code, one prefix at a time: the last step's "+" probability is read
-    at position -3 of the conversation (earlier steps answered "+")."""
+    """RLHFlow/RLHF-Reward-Modeling math-rm/prm_evaluate.py (select_sample, lines 36-64;
+    worker, lines 77-79) on one answer already cut into `steps` (line 49 cuts it at
+    "\n\n"), in fp32 where the script loads bf16. Line by line:"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    candidate_tokens = [tokenizer.encode("+")[-1], tokenizer.encode("-")[-1]]
-    out = []
-    for k in range(len(steps)):
-        conversation = []
-        for j in range(k + 1):
-            text = problem + " " + steps[0] if j == 0 else steps[j]
-            conversation += [{"content": text, "role": "user"}, {"content": "+", "role": "assistant"}]
-        text = tokenizer.apply_chat_template(conversation, tokenize=False)
-        input_ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+    candidate_tokens = [tokenizer.encode("+")[-1], tokenizer.encode("-")[-1]]  # l. 77-79
+    prompt = problem  # l. 37
+    single_step_score, conversation = [], []  # l. 43-44
+    ans_list = [j.strip() for j in steps]  # l. 50
+    for k in range(len(ans_list)):  # l. 51
+        text = prompt + " " + ans_list[0] if k == 0 else ans_list[k]  # l. 52-55
+        conversation.append({"content": text, "role": "user"})  # l. 56
+        conversation.append({"content": "+", "role": "assistant"})  # l. 57
+        # l. 59 (tokenize=True by default; return_dict=False is transformers 4's return)
+        input_ids = tokenizer.apply_chat_template(conversation, return_tensors="pt",
+                                                  return_dict=False)
         with torch.no_grad():
-            logits = model(input_ids).logits[:, -3, candidate_tokens]
-        out.append(logits.softmax(dim=-1)[0, 0].item())
-    return out
+            logits = model(input_ids).logits[:, -3, candidate_tokens]  # l. 61
+            scores = logits.softmax(dim=-1)[:, 0]  # l. 62
+        single_step_score.append(scores[0].item())  # l. 64
+    return single_step_score
 
 
 def implicit_prm(folder: Path) -> tuple[Path, Path]:
@@ -246,45 +250,80 @@ def implicit_prm(folder: Path) -> tuple[Path, Path]:
     return folder / "policy", folder / "reference"
 
 
-def implicit_card_rewards(policy, reference, problem, steps, beta) -> list[float]:
-    """The running reward PRIME-RL/ImplicitPRM's ProcessBench script (eval/processbench.py,
-    as the EurusPRM card) gathers per step, before its sigmoid: steps numbered "Step k: "
-    and joined by "\n\n"; boundary k = the token count of the conversation with k steps,
-    stripped, plus "\n\n" for 0 < k < n, less 2; beta * (log pi - log pi_ref) per token,
-    masked before boundary 0, summed, gathered at boundaries 1..n (clamped to the end).
-    (The script tokenises with apply_chat_template(tokenize=True): the rendered text
-    without special tokens added.)"""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _implicit_item(tokenizer, problem, steps):
+    """The item both authors' scripts score: PRIME-RL/ImplicitPRM eval/processbench.py
+    numbers the steps (line 219; the EurusPRM card's example answers are written so), then
+    the whole conversation is tokenised by its chat template (the card; processbench.py
+    lines 135-141) and step_last_tokens found (the card; processbench.py lines 147-159)."""
+    d = {"query": problem, "answer": [f"Step {i + 1}: " + step for i, step in enumerate(steps)]}
 
-    tokenizer = AutoTokenizer.from_pretrained(policy)
-    answer = [f"Step {i + 1}: " + step for i, step in enumerate(steps)]
-
-    def conversation(k):
+    def chat(answer, tokenize):
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": problem},
-             {"role": "assistant", "content": "\n\n".join(answer[:k])}],
-            tokenize=False, add_generation_prompt=False)
+            [{"role": "user", "content": d["query"]},
+             {"role": "assistant", "content": "\n\n".join(answer)}],
+            tokenize=tokenize, add_generation_prompt=False,
+            **({"return_tensors": "pt", "return_dict": False} if tokenize else {}))
 
-    ids = torch.tensor([tokenizer(conversation(len(answer)), add_special_tokens=False)["input_ids"]])
+    input_ids = chat(d["answer"], True)
     step_last_tokens = []
-    for k in range(len(answer) + 1):
-        conv = conversation(k).strip()
-        if k != 0 and k != len(answer):
+    for step_num in range(0, len(d["answer"]) + 1):
+        conv = chat(d["answer"][:step_num], False).strip()
+        if step_num != 0 and step_num != len(d["answer"]):
             conv += "\n\n"
         step_last_tokens.append(len(tokenizer.encode(conv, add_special_tokens=False)) - 2)
+    return input_ids, step_last_tokens
 
-    def logps(folder):
+
+def _implicit_raw_reward(policy, reference, input_ids, pad_token_id):
+    """per_token_logps - ref_per_token_logps: get_logps of the card (processbench.py lines
+    102-126, 242-247), labels = input_ids, fp32."""
+    from transformers import AutoModelForCausalLM
+
+    def get_logps(folder):
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         with torch.no_grad():
-            logits = model(ids).logits[:, :-1].log_softmax(-1)
-        return logits.gather(2, ids[:, 1:, None]).squeeze(2)[0]
+            logits = model(input_ids=input_ids, attention_mask=input_ids != pad_token_id).logits
+        labels = input_ids[:, 1:].clone().long()
+        logits = logits[:, :-1, :]
+        return torch.gather(logits.log_softmax(-1), dim=2, index=labels.unsqueeze(2)).squeeze(2)
 
-    raw = logps(policy) - logps(reference)
-    mask = torch.zeros(ids.shape[1] - 1)
-    mask[step_last_tokens[0]:] = 1.0
-    csum = (beta * raw * mask).cumsum(-1)
-    index = torch.tensor(step_last_tokens[1:]).clamp(0, ids.shape[1] - 2)
-    return csum[index].tolist()
+    return get_logps(policy) - get_logps(reference)
+
+
+def implicit_card_rewards(policy, reference, problem, steps, beta) -> list[float]:
+    """The running reward before its sigmoid, per step, as the EurusPRM model card's usage
+    code computes it (PRIME-RL/EurusPRM-Stage2 README.md "Usage", the statements of
+    PRIME-RL/ImplicitPRM eval/prm_eval_utils.py lines 226 and 426-449 too): the label mask
+    is 0 before step_last_tokens[0] and 1 from there over the input_ids, and is applied to
+    the log-probs as label_mask[:, 1:], so the first summed log-prob is that of token
+    step_last_tokens[0] itself; cumsum, gathered at step_last_tokens[1:] (not clamped)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    input_ids, step_last_tokens = _implicit_item(tokenizer, problem, steps)
+    first = step_last_tokens[0]
+    label_mask = torch.tensor([[0] * first + [1] * (input_ids.shape[-1] - first)])
+    raw_reward = _implicit_raw_reward(policy, reference, input_ids, tokenizer.pad_token_id)
+    beta_reward = (beta * raw_reward * label_mask[:, 1:]).cumsum(-1)
+    return beta_reward.gather(dim=-1, index=torch.tensor([step_last_tokens[1:]]))[0].tolist()
+
+
+def implicit_processbench_rewards(policy, reference, problem, steps, beta) -> list[float]:
+    """The same as PRIME-RL/ImplicitPRM eval/processbench.py computes it (lines 250-264, one
+    item, no padding): its mask has seq_len - 1 entries, 1 from first_boundary on, and is
+    applied to the log-probs unshifted, so the first summed log-prob is that of the token
+    after step_last_tokens[0]; the gather index is clamped to seq_len - 2."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    input_ids, step_pos = _implicit_item(tokenizer, problem, steps)
+    seq_len = input_ids.shape[1]
+    mask = torch.zeros(seq_len - 1)
+    mask[step_pos[0]:] = 1.0
+    raw_reward = _implicit_raw_reward(policy, reference, input_ids, tokenizer.pad_token_id)[0]
+    csum = (beta * raw_reward * mask).cumsum(dim=-1)
+    gather_indices = torch.clamp(torch.tensor(step_pos[1:]), 0, seq_len - 2)
+    return csum.gather(dim=-1, index=gather_indices).tolist()
 
 
 SKYWORK_MODELING = 'raise RuntimeError("the checkpoint\'s remote code ran")\n'

@@ -17,6 +17,7 @@ from published_replicas import (
     STEPS,
     implicit_card_rewards,
     implicit_prm,
+    implicit_processbench_rewards,
     math_shepherd,
     qwen_card_scores,
     qwen_prm,
@@ -27,6 +28,7 @@ from published_replicas import (
     skywork_prm,
 )
 from search_fakes import FakePrompts, TreeSampler
+from transformers import AutoTokenizer
 
 from prmkit.cli import main
 from prmkit.errors import PrmkitError
@@ -157,6 +159,7 @@ CASES = {
     "ordinary_solution": lambda f: (PROBLEM, STEPS),
     "steps_and_problem_with_surrounding_whitespace": lambda f: (
         "  " + PROBLEM + " \n", ["  " + STEPS[0] + "  ", "\t" + STEPS[1] + "\n", STEPS[2]]),
+    "steps_with_surrounding_spaces": lambda f: (PROBLEM, [f" {s}  " for s in STEPS]),
     "braces_and_placeholders_in_the_problem": lambda f: (
         "Find {steps}, {problem}, {step} {n} {bos} {{x}} and \\boxed{7}.", STEPS),
     "marker_or_separator_inside_a_step": lambda f: (PROBLEM, [MARKER_INSIDE[f], *STEPS[1:]]),
@@ -175,12 +178,63 @@ def scorers(replicas):
     (f, c) for f in FAMILIES for c in CASES
     if f in CHAT or c != "problem_repeated_in_the_system_prompt"])  # text formats have none
 def test_family_reads_as_its_authors_code(replicas, scorers, family, case):
-    """prmkit's step probabilities against each family's authors' code (written from it in
-    published_replicas, not from prmkit's formatting), fp32, case by case."""
+    """prmkit's step probabilities against each family's authors' code (written from it,
+    line by line, in published_replicas, not from prmkit's formatting), fp32, case by case."""
     problem, steps = CASES[case](family)
     want = authors_scores(family, replicas[family], problem, steps)
     assert len(want) == len(steps)
-    assert scorers[family].score([(problem, steps)])[0] == pytest.approx(want, abs=1e-4)
+    assert scorers[family].score([(problem, steps)])[0] == pytest.approx(want, abs=1e-5)
+
+
+@pytest.mark.parametrize("beta", [0.001, 0.05])
+def test_eurus_first_step_sum_includes_newline_after_assistant_header(replicas, tmp_path, beta):
+    """The EurusPRM card's label mask starts at step_last_tokens[0], the "\\n" after the
+    assistant header, and is applied to the log-probs shifted by one, so that token's
+    log-ratio is in every step's sum: prmkit's rewards (the logit of P(correct)) are the
+    card's in every case, at the card's beta and at 0.05. ImplicitPRM's processbench.py
+    sums from the next token; `label.sum_from: after_boundary` reads as it does."""
+    policy = replicas["eurus-prm"]
+    reference = load_spec(FAMILIES["eurus-prm"][1]["format"]).reference
+    readings = {}
+    for sum_from, authors in (("boundary", implicit_card_rewards),
+                              ("after_boundary", implicit_processbench_rewards)):
+        spec = tmp_path / f"{sum_from}.yaml"
+        spec.write_text(f"base: eurus-prm\nlabel: {{reference: {reference}, beta: {beta}, "
+                        f"sum_from: {sum_from}}}\n")
+        scorer = fp32_scorer(policy, format=str(spec))
+        for case, solution in CASES.items():
+            want = authors(policy, reference, *solution("eurus-prm"), beta)
+            got = [math.log(p / (1 - p)) for p in scorer.score([solution("eurus-prm")])[0]]
+            assert got == pytest.approx(want, abs=2e-6), (sum_from, case)
+            readings[sum_from, case] = want
+    enc = fp32_scorer(policy, format=FAMILIES["eurus-prm"][1]["format"]).encode(PROBLEM, STEPS)
+    tok = AutoTokenizer.from_pretrained(policy)
+    first = enc.label_positions[0] + 1  # the first token summed, after the anchor
+    assert tok.decode(enc.input_ids[:first + 1]).endswith("<|im_start|>assistant\n")
+    assert tok.decode(enc.input_ids[first + 1:]).startswith("Step 1: ")
+    for case in CASES:  # the two scripts differ by that one token, in every step's sum
+        gap = [a - b for a, b in zip(readings["boundary", case],
+                                     readings["after_boundary", case], strict=True)]
+        assert max(gap) - min(gap) < 1e-6 and abs(gap[0]) > 1e-3 * beta, case
+
+
+def test_rlhflow_steps_trimmed_as_llama3_template(replicas, scorers, tmp_path):
+    """RLHFlow's prm_evaluate.py strips every step (line 50) before the first turn's
+    `prompt + " " + step`, and the checkpoint's Llama 3.1 template trims every message: a
+    step's surrounding whitespace never reaches the model. The rlhflow spec strips the
+    steps (`prompt.strip_steps`); kept, the first turn would read other text."""
+    folder = replicas["rlhflow"]
+    padded = ["   " + STEPS[0] + "  ", "\t" + STEPS[1] + " \n", " " + STEPS[2]]
+    want = rlhflow_card_scores(folder, PROBLEM, padded)
+    assert want == pytest.approx(rlhflow_card_scores(folder, PROBLEM, STEPS), abs=1e-6)
+    assert scorers["rlhflow"].score([(PROBLEM, padded)])[0] == pytest.approx(want, abs=1e-5)
+    text = AutoTokenizer.from_pretrained(folder).decode(
+        scorers["rlhflow"].encode(PROBLEM, padded).input_ids)
+    assert f"{PROBLEM} {STEPS[0]}<|eot_id|>" in text and f">\n\n{STEPS[1]}<|eot_id|>" in text
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("base: rlhflow\nprompt: {strip_steps: false}\n")
+    unstripped = fp32_scorer(folder, format=str(kept)).score([(PROBLEM, padded)])[0]
+    assert abs(unstripped[0] - want[0]) > 1e-3
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -393,7 +447,8 @@ def test_chat_template_that_rewrites_the_steps_is_an_error_not_a_misplaced_label
     spec = tmp_path / "llama-chat.yaml"
     spec.write_text("base: rlhflow\nname: llama-chat\nprompt: {kind: chat, messages: [{role: "
                     "user, content: '{problem}'}, {role: assistant, content: '{steps}'}], "
-                    "step: '{step} +', step_join: \"\\n\"}\nlabel: {at: marker}\n")
+                    "step: '{step} +', step_join: \"\\n\", strip_steps: false}\n"
+                    "label: {at: marker}\n")
     scorer = fp32_scorer(replicas["rlhflow"], format=str(spec))
     assert len(scorer.score([(PROBLEM, STEPS)])[0]) == len(STEPS)
     with pytest.raises(PrmkitError, match="the chat template does not render the assistant "
@@ -421,6 +476,7 @@ def test_a_spec_file_adds_a_family_without_code(replicas, tmp_path):
     ("base: eurus\nname: x\n", "base 'eurus' is neither a built-in family nor a spec file"),
     ("base: bad.yaml\nname: x\n", "base 'bad.yaml' is neither .* names this spec again"),
     ("base: eurus-prm\nname: x\nlabel: {reward: total}\n", "label.reward must be one of"),
+    ("base: eurus-prm\nname: x\nlabel: {sum_from: response}\n", "label.sum_from must be one of"),
     ("name: x\nprompt: {kind: chat, messages: [{role: user, content: '{problem} {steps}'}, "
      "{role: assistant, content: ok}]}\nlabel: {marker: ok}\n", "{steps} once, in the last "
      "message's content"),

@@ -27,6 +27,7 @@ PROMPT_KINDS = ("text", "chat", "chat_turns", "lines")
 LABEL_AT = ("marker", "before_marker", "step_end")
 READS = ("classes", "lm_tokens", "implicit", "value_head")
 IMPLICIT_REWARDS = ("cumulative", "step")
+IMPLICIT_SUM_FROM = ("boundary", "after_boundary")
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,10 @@ class SolutionLayout:
     first_step: str = "{problem} {step}"  # kind chat_turns: the first user turn
     reply: str = "+"  # kind chat_turns: the assistant's answer to each step
     add_special_tokens: bool = False
+    strip_steps: bool = False  # each step stripped first, as its authors' code does
     marker: str = "\n\n"
     at: str = "marker"
+    sum_from: str = "boundary"  # read implicit: the first summed token (ImplicitLayout)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,9 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         first_step=prompt.get("first_step", SolutionLayout.first_step),
         reply=prompt.get("reply", "+"),
         add_special_tokens=bool(prompt.get("add_special_tokens", kind in ("text", "lines"))),
-        marker=label.get("marker", ""), at=label.get("at", "marker"))
+        strip_steps=bool(prompt.get("strip_steps", False)),
+        marker=label.get("marker", ""), at=label.get("at", "marker"),
+        sum_from=label.get("sum_from", "boundary"))
     _need(layout.at in LABEL_AT, source, f"label.at must be one of {LABEL_AT}")
     step_end = layout.at == "step_end"  # the label is the step's own last token
     _need(bool(layout.marker) or step_end, source, "label.marker is required (the text "
@@ -141,6 +146,8 @@ def spec_from_dict(d: dict, source: str = "<dict>") -> FamilySpec:
         _need(step_end and kind == "chat" and bool(label.get("reference")), source,
               "label.read implicit needs prompt.kind chat, label.at step_end and "
               "label.reference (the reference model)")
+    _need(layout.sum_from in IMPLICIT_SUM_FROM, source, "label.sum_from must be one of "
+          f"{IMPLICIT_SUM_FROM}, got {layout.sum_from!r}")
     reward = label.get("reward", "cumulative")
     _need(reward in IMPLICIT_REWARDS, source, f"label.reward must be one of {IMPLICIT_REWARDS}")
     if read == "value_head":

@@ -2,11 +2,13 @@
 prmkit.models.family), with every label position known by construction, never searched
 for in the rendered text.
 
-The text is kept as given (no stripping) and templates are filled in one pass
-(`fill_template`), so a problem holding "{steps}" or a step with surrounding spaces reads
-as its authors' code reads it. A chat template must render the conversation so far, then
-the text prmkit put there: where it rewrites that text (trims it, say), encoding fails
-with an error instead of placing labels elsewhere. Kinds:
+The model reads the text its authors' code gives it: the problem and the steps as given,
+except that a spec with `strip_steps` strips each step first (RLHFlow's code does), and
+then whatever the chat template does to a message (Llama 3.1's trims each one). Templates
+are filled in one pass (`fill_template`), so a problem holding "{steps}" reads as text. A
+chat template must render the conversation so far, then the text prmkit put there: where
+it rewrites that text (trims it, say), encoding fails with an error instead of placing
+labels elsewhere. Kinds:
 
 - text: the template filled; each step's label at its marker's token.
 - chat: the tokenizer's chat template; the steps start where the generation prompt ends.
@@ -103,7 +105,8 @@ class LayoutEncoder:
         """The whole solution; steps whose label falls past max_length get none."""
         if not steps:
             return EncodedSolution(list(self.prompt_ids(problem)), [], [])
-        ids, positions = self.positions(problem, list(steps))
+        steps = [s.strip() for s in steps] if self.layout.strip_steps else list(steps)
+        ids, positions = self.positions(problem, steps)
         kept, indices = [], []
         for i, p in enumerate(positions, -1 if self.anchored else 0):
             if p >= self.fmt.max_length:
@@ -188,12 +191,16 @@ class LinesLayout(LayoutEncoder):
 
 
 class ImplicitLayout(LayoutEncoder):
-    """An implicit PRM's boundaries, as PRIME-RL/ImplicitPRM (eval/processbench.py,
-    build_item_tensors) and the EurusPRM card find them: the conversation with the first k
-    steps (k = 0..n) rendered, stripped, followed by the step join for 0 < k < n, and
-    tokenised alone; its length less 2 is boundary k. The anchor is boundary 0 (the last
-    prompt token) and step k's label is boundary k + 1, so that a label's log-ratio sum
-    from the anchor is the authors' running sum gathered at boundary k."""
+    """An implicit PRM's boundaries, as the EurusPRM card and PRIME-RL/ImplicitPRM
+    (eval/prm_eval_utils.py, eval/processbench.py) find them: the conversation with the
+    first k steps (k = 0..n) rendered, stripped, followed by the step join for 0 < k < n,
+    and tokenised alone; its length less 2 is boundary k. Step k's label is boundary k + 1
+    (the log-ratio sum gathered at boundary k covers the token after it). The anchor, the
+    last token left out of the sum, is set by `sum_from`: `boundary` (the card and
+    prm_eval_utils.py, whose label mask starts at boundary 0 and is applied shifted by one)
+    sums from boundary 0's own token, the "\\n" after the assistant header, so the anchor
+    is boundary 0 less 1; `after_boundary` (processbench.py, its mask applied unshifted)
+    sums from the token after boundary 0, the anchor being boundary 0."""
 
     anchored = True
 
@@ -211,5 +218,6 @@ class ImplicitLayout(LayoutEncoder):
             text = self._conversation(problem, lay.step_join.join(steps[:k])).strip()
             text += lay.step_join if 0 < k < len(steps) else ""
             bounds.append(len(tok(text, add_special_tokens=False)["input_ids"]) - 2)
-        last = len(ids) - 1  # the authors clamp the gather index to the sequence
-        return ids, [bounds[0]] + [min(b + 1, last) for b in bounds[1:]]
+        last = len(ids) - 1  # the authors' gather index stays inside the sequence
+        anchor = bounds[0] - (lay.sum_from == "boundary")
+        return ids, [anchor] + [min(b + 1, last) for b in bounds[1:]]
