@@ -370,13 +370,15 @@ class ThreadServer:
     """A FastAPI app served by uvicorn in a thread of the test process, on 127.0.0.1 (for
     tests that patch the app's code or look at its memory); stops on leaving the block."""
 
-    def __init__(self, app):
+    def __init__(self, app, **options):
+        """`options`: uvicorn.Config's, over 127.0.0.1, a free port and log level warning."""
         import uvicorn
 
-        self.port = free_port()
+        config = {"host": "127.0.0.1", "port": free_port(), "log_level": "warning",
+                  "lifespan": "on", **options}
+        self.port = config["port"]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning", lifespan="on"))
+        self.server = uvicorn.Server(uvicorn.Config(app, **config))
         self.thread = None
 
     def __enter__(self) -> ThreadServer:

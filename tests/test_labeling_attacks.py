@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import tracemalloc
 
 import httpx
@@ -25,6 +26,7 @@ from labeling_support import (  # noqa: F401
 )
 
 from prmkit.labeling import create_app, security, service
+from prmkit.labeling.hashqueue import RankedQueue
 from prmkit.labeling.models import StepLabel
 from prmkit.labeling.throttle import LoginThrottle, ThrottleLimits
 
@@ -97,8 +99,9 @@ def test_a_sign_in_being_hashed_holds_up_no_labellers_page_nor_rating(db_url, tm
 
 def test_wrong_passwords_past_the_limit_get_429_with_retry_after_before_any_hash(tmp_path,
                                                                                   monkeypatch):
-    """111 wrong passwords in 20 s were all checked; now the sixth for an account and the
-    twenty-first from a client are refused without hashing, the right password too."""
+    """111 wrong passwords in 20 s were all checked; now the sixth for an account from one
+    client and the twenty-first from a client are refused without hashing, the right
+    password from that client too (other clients: test_labeling_sign_in.py)."""
     app = _app(str(tmp_path / "labels.sqlite"), tmp_path)
     hashed = []
     real_verify = security.verify_password
@@ -122,21 +125,23 @@ def test_wrong_passwords_past_the_limit_get_429_with_retry_after_before_any_hash
     app.state.engine.dispose()
 
 
-def test_throttled_account_signs_in_again_once_its_failures_age_out():
+def test_throttled_client_signs_in_again_once_its_failures_age_out():
     now = [0.0]
-    throttle = LoginThrottle(ThrottleLimits(per_account=2, per_client=0, window_s=60),
+    throttle = LoginThrottle(ThrottleLimits(per_pair=2, per_client=0, window_s=60),
                              clock=lambda: now[0])
     throttle.failed("ann", "10.0.0.1")
     now[0] = 10.0
-    throttle.failed("Ann", "10.0.0.2")  # names count alike whatever their case
-    assert throttle.retry_after("ann", "10.0.0.3") == 50
+    throttle.failed("Ann", "10.0.0.1")  # names count alike whatever their case
+    assert throttle.retry_after("ann", "10.0.0.1") == 50
+    assert throttle.retry_after("ann", "10.0.0.3") == 0  # another client: not locked
     now[0] = 59.5
-    assert throttle.retry_after("ann", "10.0.0.3") == 1
+    assert throttle.retry_after("ann", "10.0.0.1") == 1
     now[0] = 60.5  # the first failure aged out: one left, under the limit
-    assert throttle.retry_after("ann", "10.0.0.3") == 0
-    throttle.failed("ann", "x")
-    throttle.succeeded("ann")
-    assert throttle.retry_after("ann", "x") == 0
+    assert throttle.retry_after("ann", "10.0.0.1") == 0
+    throttle.failed("ann", "10.0.0.1")
+    assert throttle.retry_after("ann", "10.0.0.1") == 10
+    throttle.succeeded("ann", "10.0.0.1")
+    assert throttle.retry_after("ann", "10.0.0.1") == 0
 
 
 # --- 10: rating indices ---------------------------------------------------------------------
@@ -290,22 +295,38 @@ def test_cli_members_sets_who_labels_a_project(tmp_path, capsys, action):
 
 def test_sign_ins_past_the_hash_queue_get_429_at_once(tmp_path, monkeypatch):
     """However many sign-ins arrive, at most security.MAX_WAITING wait for the one hashing
-    thread; the next is answered 429 without waiting."""
+    thread; a sign-in that ranks no better than every waiting one is answered 429 without
+    waiting."""
     app = _app(str(tmp_path / "labels.sqlite"), tmp_path)
-    monkeypatch.setattr(security, "_waiting", threading.BoundedSemaphore(1))
-    assert security._waiting.acquire(blocking=False)  # the queue is full
-    with ThreadServer(app) as server, _client(server) as c:
+    queue = RankedQueue(max_waiting=1)
+    monkeypatch.setattr(security, "_queue", queue)
+    hashing, release = threading.Event(), threading.Event()
+    jobs = [threading.Thread(target=queue.run, args=(lambda: (hashing.set(), release.wait(30)),),
+                             kwargs={"client": "x", "rank": 0}, daemon=True),
+            threading.Thread(target=queue.run, args=(lambda: None,),
+                             kwargs={"client": "y", "rank": 0}, daemon=True)]
+    jobs[0].start()
+    assert hashing.wait(10)
+    jobs[1].start()
+    deadline = time.monotonic() + 10
+    while queue.waiting() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with ThreadServer(app) as server, _client(server) as c:  # the queue is full
         r = _wrong_sign_in(c, "ann")
         assert r.status_code == 429 and r.headers["retry-after"] == "1"
         assert "too many sign-ins at once" in r.text
-        security._waiting.release()
+        release.set()
+        for job in jobs:
+            job.join(10)
         assert _wrong_sign_in(c, "ann").status_code == 401
 
 
 @pytest.mark.parametrize("option", [["--max-upload-mb", "0"], ["--max-upload-mb", "nan"],
                                     ["--login-throttle", "5,20"],
                                     ["--login-throttle=-1,20,300"],
-                                    ["--login-throttle", "5,20,inf"]])
+                                    ["--login-throttle", "5,20,inf"],
+                                    ["--login-throttle", "5,20,300,-1"],
+                                    ["--login-throttle", "5,20,300,20,1"]])
 def test_serve_refuses_a_bad_upload_cap_or_login_throttle_before_starting(option, tmp_path,
                                                                           monkeypatch, capsys):
     import uvicorn
@@ -326,13 +347,14 @@ def test_names_tried_once_do_not_pile_up_in_the_throttle():
     from prmkit.labeling import throttle as throttle_mod
 
     now = [0.0]
-    t = LoginThrottle(ThrottleLimits(per_account=5, per_client=0, window_s=60),
+    t = LoginThrottle(ThrottleLimits(per_pair=5, per_client=0, window_s=60, per_account=5),
                       clock=lambda: now[0])
     for i in range(throttle_mod.PRUNE_AT):
         t.failed(f"guess{i}", "c")
     now[0] = 61.0
     t.failed("ann", "c")
-    assert len(t._failures) == 1
+    # what is left: ann's failure (pair, client, account), no name tried before
+    assert sorted(k.split(":")[0] for k in t._failures) == ["client", "pair", "user"]
 
 
 def test_a_read_transaction_left_open_holds_up_no_writer(tmp_path):

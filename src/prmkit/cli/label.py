@@ -55,17 +55,35 @@ def _release_idle(hours: float | None):
 
 
 def _login_limits(spec: str):
-    """"ACCOUNT,CLIENT,WINDOW_S": failed sign-ins allowed per account and per client
-    address within the window (0 switches a limit off)."""
+    """"PAIR,CLIENT,WINDOW_S[,ACCOUNT]": failed sign-ins allowed per (account, client
+    address), per client address and per account within the window (0 switches a limit
+    off; see prmkit.labeling.throttle)."""
     from prmkit.labeling.service import LabelingError
     from prmkit.labeling.throttle import ThrottleLimits
 
     try:
-        account, client, window = spec.split(",")
-        return ThrottleLimits(int(account), int(client), float(window))
+        fields = spec.split(",")
+        if len(fields) not in (3, 4):
+            raise ValueError(f"expected 3 or 4 numbers, got {len(fields)}")
+        pair, client, window = int(fields[0]), int(fields[1]), float(fields[2])
+        if len(fields) == 3:
+            return ThrottleLimits(pair, client, window)
+        return ThrottleLimits(pair, client, window, per_account=int(fields[3]))
     except ValueError as e:
-        raise LabelingError(f"--login-throttle takes ACCOUNT,CLIENT,WINDOW_S (e.g. 5,20,300), "
-                            f"got {spec!r}: {e}") from None
+        raise LabelingError(f"--login-throttle takes PAIR,CLIENT,WINDOW_S[,ACCOUNT] (e.g. "
+                            f"5,20,300,20), got {spec!r}: {e}") from None
+
+
+def server_options(args: argparse.Namespace) -> dict:
+    """uvicorn's options for `serve`: X-Forwarded-For and -Proto are read only from the
+    addresses given to --forwarded-allow-ips (uvicorn trusts 127.0.0.1 by default, which
+    let any client on the same host pick its address for the sign-in throttle)."""
+    trusted = (args.forwarded_allow_ips or "").strip()
+    options = {"host": args.host, "port": args.port, "log_level": args.log_level,
+               "proxy_headers": bool(trusted)}
+    if trusted:
+        options["forwarded_allow_ips"] = trusted
+    return options
 
 
 def _log_to_stderr(level: str) -> None:
@@ -95,7 +113,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"prmkit: note: no admin yet; create one with "
                   f"`prmkit label users add NAME --role admin --db {args.db}`", file=sys.stderr)
     _log_to_stderr(args.log_level)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, **server_options(args))
     return 0
 
 
@@ -217,10 +235,18 @@ def register(subparsers) -> None:
     s.add_argument("--secure-cookies", action="store_true",
                    help="mark cookies Secure (behind an HTTPS proxy)")
     s.add_argument("--log-level", default="info")
-    s.add_argument("--login-throttle", default="5,20,300", metavar="ACCOUNT,CLIENT,WINDOW_S",
-                   help="failed sign-ins allowed per account and per client address within "
-                        "WINDOW_S seconds before sign-in answers 429 (default 5,20,300; 0 "
+    s.add_argument("--login-throttle", default="5,20,300,20",
+                   metavar="PAIR,CLIENT,WINDOW_S[,ACCOUNT]",
+                   help="failed sign-ins allowed within WINDOW_S seconds: PAIR of an account "
+                        "from one client address and CLIENT from an address before its "
+                        "sign-ins get 429; past ACCOUNT for an account, a client that failed "
+                        "on it waits for its failure to age out, while others and browsers "
+                        "that signed in to it before still get in (default 5,20,300,20; 0 "
                         "switches a limit off)")
+    s.add_argument("--forwarded-allow-ips", metavar="ADDRS",
+                   help="comma-separated proxy addresses (or *) whose X-Forwarded-For gives "
+                        "the client's address; default: none, the peer's address is the "
+                        "client's")
     s.add_argument("--max-upload-mb", type=float, default=64,
                    help="largest queue file the dashboard takes, in MiB (default 64; a larger "
                         "upload is refused with 413 before it is read)")

@@ -6,8 +6,8 @@ labeller reaches only their own tasks (others' answer 404) and no admin page (40
 With `release_idle`, a background task releases every project's idle tasks while it runs.
 
 GET requests read through sessions that never take SQLite's write lock; sign-in hashes
-the password outside any transaction and is throttled per account and per client
-(`throttle`). `guard.BodyGuard` checks who is asking before a body is read and caps bodies.
+the password outside any transaction and is throttled per (account, client), per client
+and per account, locking the attacker rather than the account (`throttle`, `signin`). `guard.BodyGuard` checks who is asking before a body is read and caps bodies.
 An ended session or a refused CSRF token shows a page to sign in again that keeps the
 labeller's input and sends it back once they have.
 """
@@ -31,7 +31,7 @@ from sqlalchemy.orm import sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from prmkit.errors import DataError
-from prmkit.labeling import accounts, admin_routes, routes, security, service
+from prmkit.labeling import accounts, admin_routes, routes, security, service, signin
 from prmkit.labeling import db as dbmod
 from prmkit.labeling.guard import BodyGuard
 from prmkit.labeling.throttle import LoginThrottle, ThrottleLimits
@@ -136,6 +136,7 @@ def create_app(db_url: str, *, migrate: bool = True, secure_cookies: bool = Fals
     app.state.sessionmaker = dbmod.make_sessionmaker(engine)
     app.state.read_sessions = dbmod.make_sessionmaker(engine, read_only=True)
     app.state.login_throttle = LoginThrottle(login_limits or ThrottleLimits())
+    app.state.device_key = signin.new_device_key()  # signs device cookies (see `signin`)
     app.state.session_idle = session_idle
     app.state.max_upload_bytes = max_upload_bytes
     app.state.secure_cookies = secure_cookies

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, HTTPException, Query, Request
 
 from prmkit.data.prm800k import FINISH_REASONS
-from prmkit.labeling import security, service
+from prmkit.labeling import security, service, signin
 from prmkit.labeling.guard import FORM_BYTES
 from prmkit.labeling.web import (
     LOGIN_COOKIE,
@@ -64,21 +64,18 @@ def login(request: Request, db: DbDep, username: Annotated[str, Form(max_length=
           next: Annotated[str, Form()] = "", carry: Annotated[str, Form()] = ""):
     if not security.same_token(csrf_token, request.cookies.get(LOGIN_COOKIE)):
         raise HTTPException(403, "the sign-in form expired; reload the page")
-    throttle = request.app.state.login_throttle
-    client = request.client.host if request.client else "?"
-    wait = throttle.retry_after(username, client)
+    attempt = signin.attempt(request, username)
+    wait = signin.retry_after(request, attempt)
     if wait:
         return render_sign_in(request, 429, "throttled", next_url=next, carry=_carry(carry),
                               headers={"Retry-After": str(wait)})
     try:
-        user = service.authenticate(db, username, password)
+        user = signin.authenticate(request, db, attempt, password)
     except security.Busy:
         return render_sign_in(request, 429, "busy", next_url=next, carry=_carry(carry),
                               headers={"Retry-After": "1"})
     if user is None:
-        throttle.failed(username, client)
         return render_sign_in(request, 401, "wrong", next_url=next, carry=_carry(carry))
-    throttle.succeeded(username)
     token, csrf = service.open_session(db, user)
     target, fields = local_path(next), _carry(carry)
     if target and fields is not None:
@@ -88,6 +85,7 @@ def login(request: Request, db: DbDep, username: Annotated[str, Form(max_length=
     else:
         response = see_other(target or "/")
     set_session_cookie(request, response, token)
+    signin.remember_device(request, response, attempt)
     return response
 
 

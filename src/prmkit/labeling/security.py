@@ -5,20 +5,27 @@ Argon2 uses argon2-cffi's defaults unless $PRMKIT_ARGON2 gives
 
 Every hash runs in one worker thread of the lowest CPU priority (Linux niceness is per
 thread, and Argon2's lanes inherit it): sign-ins hash one at a time, and however many
-arrive, pages and ratings keep the CPU first. At most `MAX_WAITING` hashes wait; past
-that, `Busy` is raised at once.
+arrive, pages and ratings keep the CPU first. The hashes wait in a `hashqueue.RankedQueue`
+of at most `MAX_WAITING`; a sign-in gives its client, rank and the hashes its client may
+hold with `hash_turn` (a known browser first, then clients by their recent failures), so
+a flood of wrong passwords does not starve a labeller's sign-in. Past the bounds, `Busy`
+is raised at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import os
 import secrets
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+
+from prmkit.labeling.hashqueue import Busy as Busy  # raised to the callers
+from prmkit.labeling.hashqueue import RankedQueue
 
 
 def _make_hasher() -> PasswordHasher:
@@ -34,11 +41,8 @@ _hasher = _make_hasher()
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
 
 
-MAX_WAITING = 32
-
-
-class Busy(Exception):
-    """Too many password hashes are waiting; try again in a moment."""
+MAX_WAITING = 32  # hashes waiting (each holds a request thread); one more is hashing
+PER_FAILING_CLIENT = 2  # hashes a client with recent failures may have waiting or running
 
 
 def _lowest_priority() -> None:
@@ -48,18 +52,25 @@ def _lowest_priority() -> None:
         pass
 
 
-_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmkit-argon2",
-                           initializer=_lowest_priority)
-_waiting = threading.BoundedSemaphore(MAX_WAITING)
+_queue = RankedQueue(MAX_WAITING, initializer=_lowest_priority)
+_turn: contextvars.ContextVar[tuple[str | None, int, int | None]] = contextvars.ContextVar(
+    "prmkit_hash_turn", default=(None, 0, None))
+
+
+@contextlib.contextmanager
+def hash_turn(client: str | None, rank: int, most: int | None = None):
+    """Hashes in this block wait as `client`'s, ranked `rank` (lower goes first); `most`:
+    the hashes that client may have waiting or running (None: the queue's bound only)."""
+    reset = _turn.set((client, rank, most))
+    try:
+        yield
+    finally:
+        _turn.reset(reset)
 
 
 def _in_hash_thread(fn, *args):
-    if not _waiting.acquire(blocking=False):
-        raise Busy("too many sign-ins at once")
-    try:
-        return _pool.submit(fn, *args).result()
-    finally:
-        _waiting.release()
+    client, rank, most = _turn.get()
+    return _queue.run(fn, *args, client=client, rank=rank, most=most)
 
 
 def hash_password(password: str) -> str:
