@@ -102,6 +102,7 @@ def test_convert_to_trl_with_policy_options(tmp_path, capsys):
     assert summary["written"] == 3 and summary["policy"]["holdout_overlap"] == 1
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert rows[-1]["labels"] == [True, True, False]
+    argv += ["--overwrite"]  # the same output again
     summary = run_json(capsys, argv + ["--alternatives", "chosen", "--neutral", "negative"])
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert summary["written"] == 1 and rows == [

@@ -297,11 +297,11 @@ def test_cli_generate_then_score_then_eval_bon(tiny_lm, tmp_path, capsys):
     assert all(0 < r["num_tokens"] <= 12 for r in got)
     assert got[0]["generated_by"]["backend"] == "hf"
     assert got[0]["generated_by"]["model"] == str(tiny_lm.resolve())
-    assert main(argv) == 0 and "6 already there" in capsys.readouterr().err
+    assert main(argv + ["--resume"]) == 0 and "6 already there" in capsys.readouterr().err
     assert rows(samples) == got
     assert main(argv[:-2] + ["-o", str(tmp_path / "again.jsonl")]) == 0
     assert rows(tmp_path / "again.jsonl") == got  # same seed, same samples
-    assert main(argv + ["--temperature", "0.5"]) == 2
+    assert main(argv + ["--resume", "--temperature", "0.5"]) == 2
     assert "sampling" in capsys.readouterr().err
 
     make_model().save_pretrained(tmp_path / "prm")

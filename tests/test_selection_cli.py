@@ -8,7 +8,8 @@ SAMPLES = str(Path(__file__).parent / "fixtures" / "eval" / "scored_samples.json
 
 def select(tmp_path, *extra) -> list[dict]:
     out = tmp_path / "chosen.jsonl"
-    assert main(["select", "--input", SAMPLES, "--grader", "exact", "-o", str(out), *extra]) == 0
+    assert main(["select", "--input", SAMPLES, "--grader", "exact", "-o", str(out), "--overwrite",
+                 *extra]) == 0
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -26,11 +27,14 @@ def test_select_majority_and_weighted(tmp_path):
     assert chosen[1]["answer"] == "8" and chosen[1]["orm_score"] == 0.7  # 1.0 vs 0.1
 
 
-def test_select_keeps_existing_output_on_error(tmp_path):
+def test_select_keeps_existing_output_on_error(tmp_path, capsys):
     out = tmp_path / "chosen.jsonl"
     out.write_text("previous\n")
     argv = ["select", "--input", SAMPLES, "--score-key", "missing", "-o", str(out)]
     assert main(argv) == 2
+    assert "exists: pass --overwrite to replace it" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 2
+    assert "field 'missing': no such score field" in capsys.readouterr().err
     assert out.read_text() == "previous\n"
 
 

@@ -38,11 +38,15 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from prmkit.active.loop import LabelsPending, run_loop
     from prmkit.active.loop_config import LoopConfig
+    from prmkit.data.paths import check_output_location
 
     config = LoopConfig.from_yaml(args.config, args.overrides)
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
+    # a loop's folder is continued when the command runs again (its manifest records
+    # each step); that it can be written is checked before any step
+    check_output_location(config.output_dir, folder=True)
     try:
         manifest = run_loop(config)
     except LabelsPending as e:

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from prmkit.cli.outputs import add_existing_output_arguments, check_file_outputs
 from prmkit.data.convert import TARGETS, convert
 from prmkit.data.fetch import ENV_VAR, fetch
+from prmkit.data.paths import check_output_location
 from prmkit.data.policies import PolicyOptions
 from prmkit.data.readers import SUPPORTED
 from prmkit.data.stats import file_stats
@@ -64,6 +66,7 @@ def _options(args: argparse.Namespace) -> PolicyOptions:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    check_file_outputs(args, args.output)
     summary = convert(args.input, args.output, to=args.to, format=args.format,
                       options=_options(args), skip_bad=args.skip_bad,
                       progress=_progress("convert"), soft_labels=args.soft_labels)
@@ -87,6 +90,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         return tqdm(total=total, desc=desc, unit="B", unit_scale=True, disable=None,
                     file=sys.stderr)
 
+    # a file already there that passes its checksum is the same file: kept
+    check_output_location(args.dest, folder=True)
     paths = fetch(args.dest, source=args.source, timeout=args.timeout,
                   log=lambda m: print(m, file=sys.stderr), progress=bar)
     print(f"{len(paths)} file(s) verified in {args.dest}", file=sys.stderr)
@@ -133,6 +138,7 @@ def register(subparsers) -> None:
     c.add_argument("--soft-labels", action="store_true",
                    help="trl output: write probabilities instead of booleans")
     c.add_argument("--report", action="store_true", help="print the summary as JSON")
+    add_existing_output_arguments(c)
     c.set_defaults(func=cmd_convert)
 
     f = sub.add_parser("fetch", help="download or copy the official PRM800K files, verified")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 from prmkit.cli import eval_summary
 from prmkit.cli.eval_output import emit, show_progress
+from prmkit.cli.eval_predictions import check_predictions_match, read_predictions, step_scores
+from prmkit.cli.outputs import check_file_outputs
 from prmkit.data.io import iter_jsonl
 from prmkit.errors import DataError, PrmkitError
 from prmkit.evaluation.rules import RULES
@@ -45,7 +46,10 @@ def cmd_bon(args) -> int:
     from prmkit.evaluation.samples import build_pools, read_samples
     from prmkit.selection.vote import AnswerClusterer
 
+    check_file_outputs(args, args.output, args.plot)
     samples = read_samples(args.samples)
+    if not samples:
+        raise DataError(args.samples, None, None, "no samples: the file has no records")
     equivalent = _grader(args.grader)
     clusterer = None if args.no_majority else AnswerClusterer(equivalent)
     keys = [args.score_key] + list(args.extra_key or [])
@@ -92,30 +96,6 @@ def cmd_bon(args) -> int:
     return 0
 
 
-def _read_predictions(path: str, required: tuple[str, ...]) -> dict[str, dict]:
-    out = {}
-    for line, rec in iter_jsonl(path):
-        if not isinstance(rec, dict) or "id" not in rec:
-            raise DataError(path, line, "id", "expected an object with an 'id'")
-        if not any(k in rec for k in required):
-            raise DataError(path, line, None, f"expected one of: {', '.join(required)}")
-        out[str(rec["id"])] = rec | {"_line": line}
-    return out
-
-
-def _step_scores(rec: dict, path: str) -> list[float | None]:
-    """A list of numbers or nulls (`prmkit score` writes null for a step cut by max_length;
-    the metrics count it as prmkit.scoring.NULL_STEP_SCORE)."""
-    value = rec["step_scores"]
-    if not isinstance(value, list) or not all(
-        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in value
-    ):
-        raise DataError(path, rec["_line"], "step_scores", "expected a list of numbers")
-    if any(v is not None and math.isnan(v) for v in value):
-        raise DataError(path, rec["_line"], "step_scores", "a step score is NaN")
-    return [None if v is None else float(v) for v in value]
-
-
 def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]],
                       args):
     """Step probabilities per id from a trained model via prmkit.scoring.Scorer (None for a
@@ -153,6 +133,7 @@ def _default_dir(given: str | None, fallback: Path, flag: str) -> Path:
 def cmd_processbench(args) -> int:
     from prmkit.evaluation import processbench as pb
 
+    check_file_outputs(args, args.output)
     data = _data_arg(args, args.data) if args.data else None
     items = pb.load_processbench(_default_dir(data, DEFAULT_PROCESSBENCH, "--data"),
                                  args.subsets.split(",") if args.subsets else None)
@@ -164,7 +145,9 @@ def cmd_processbench(args) -> int:
                                    args)
         preds = None
     else:
-        recs = _read_predictions(args.predictions, ("prediction", "step_scores"))
+        recs = read_predictions(args.predictions, ("prediction", "step_scores"))
+        check_predictions_match(args.predictions, recs, {it.id for it in all_items},
+                                "ProcessBench")
         preds, scores = {}, {}
         for k, rec in recs.items():
             if "prediction" in rec:
@@ -174,7 +157,7 @@ def cmd_processbench(args) -> int:
                                     "expected a step index (int >= -1)")
                 preds[k] = p
             else:
-                scores[k] = _step_scores(rec, args.predictions)
+                scores[k] = step_scores(rec, args.predictions)
         if preds and scores:
             raise PrmkitError(f"{args.predictions}: mix of 'prediction' and 'step_scores' lines")
         preds = preds or None
@@ -201,6 +184,7 @@ def cmd_processbench(args) -> int:
 def cmd_prmbench(args) -> int:
     from prmkit.evaluation import prmbench
 
+    check_file_outputs(args, args.output)
     data = ([str(_data_arg(args, d)) for d in args.data] if args.data
             else [str(_default_dir(None, DEFAULT_PRMBENCH, "--data"))])
     items = prmbench.load_prmbench(data)
@@ -211,7 +195,8 @@ def cmd_prmbench(args) -> int:
                                    args)
         valid = prmbench.valid_from_scores(scores, args.threshold, args.rules)
     else:
-        recs = _read_predictions(args.predictions, ("step_scores", "step_valid", "validity"))
+        recs = read_predictions(args.predictions, ("step_scores", "step_valid", "validity"))
+        check_predictions_match(args.predictions, recs, {it.id for it in items}, "PRMBench")
         valid = {}
         for k, rec in recs.items():
             if rec.get("validity", True) is not True:
@@ -229,7 +214,7 @@ def cmd_prmbench(args) -> int:
                 raise DataError(args.predictions, rec["_line"], None,
                                 "expected step_scores or step_valid (validity is true)")
             else:
-                scores = {k: _step_scores(rec, args.predictions)}
+                scores = {k: step_scores(rec, args.predictions)}
                 valid |= prmbench.valid_from_scores(scores, args.threshold, args.rules)
     result = prmbench.evaluate(items, valid, args.rules)
     result["threshold"] = args.threshold
@@ -245,6 +230,7 @@ def cmd_steps(args) -> int:
     from prmkit.evaluation.steps import has_wrong_step, step_metrics
     from prmkit.evaluation.subsets import stratified_subset
 
+    check_file_outputs(args, args.output, args.plot)
     if args.model:
         from prmkit.evaluation.labelled import model_step_metrics
 
@@ -303,6 +289,7 @@ def limit_argument(parser, what: str) -> None:
 
 
 def register(subparsers) -> None:
+    from prmkit.cli.outputs import add_existing_output_arguments
     from prmkit.cli.prm_options import add_prm_arguments
     from prmkit.cli.score import add_device_arguments
 
@@ -313,6 +300,7 @@ def register(subparsers) -> None:
         q.add_argument("--json", action="store_true",
                        help="print the metrics as JSON (default: a short summary)")
         q.add_argument("-o", "--output", help="also write the JSON metrics to this file")
+        add_existing_output_arguments(q)
         if threshold is not None:
             q.add_argument("--threshold", type=float, default=threshold,
                            help=f"step score threshold (default {threshold})")

@@ -4,7 +4,10 @@ search result files, with pass@N and majority vote from the best-of-N pools."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+
+from prmkit.cli.outputs import check_file_outputs, check_report_folder
+
+REPORT_FILES = ["search_curves.png", "metrics.json", "report.md", "report.html"]
 
 
 def cmd_search_eval(args) -> int:
@@ -14,6 +17,8 @@ def cmd_search_eval(args) -> int:
     from prmkit.evaluation.report import write_report
     from prmkit.search.accounting import evaluate_results, read_results, report_table
 
+    check_file_outputs(args, args.output)
+    out = check_report_folder(args, args.out_dir, REPORT_FILES)
     gold = None
     if args.problems:
         from prmkit.data.math_problems import problem_key, read_problems
@@ -23,7 +28,6 @@ def cmd_search_eval(args) -> int:
     files = [read_results(path) for path in args.results]
     result = evaluate_results(files, gold, trials=args.trials, seed=args.seed,
                               progress=show_progress(args))
-    out = Path(args.out_dir)
     plot = plot_search_curves(result, out / "search_curves.png")
     paths = write_report(out, result, plots={"accuracy against compute": plot},
                          title="prmkit search evaluation",

@@ -11,6 +11,7 @@ from prmkit.cli.backend_options import (
     backend_options,
     check_model,
 )
+from prmkit.cli.outputs import add_existing_output_arguments
 
 
 def unescape(text: str) -> str:
@@ -19,17 +20,23 @@ def unescape(text: str) -> str:
 
 
 def cmd_generate(args) -> int:
+    from prmkit.data.math_problems import read_problems
+    from prmkit.data.paths import check_output
     from prmkit.generation import SamplingParams, get_sampler
     from prmkit.generation.files import generate_file
     from prmkit.generation.prompts import get_format
 
     check_model(args)
+    # where it writes and what it reads, before the model is loaded
+    check_output(args.output, overwrite=args.overwrite, resume=args.resume,
+                 resume_flag="--resume")
+    read_problems(args.problems, args.limit)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p,
                             max_tokens=args.max_tokens)
     fmt = get_format(args.prompt_format, unescape(args.step_separator))
     with get_sampler(args.backend, args.model, **backend_options(args)) as sampler:
         report = generate_file(sampler, args.problems, args.output, n=args.n, params=params,
-                               seed=args.seed, prompt_format=fmt, resume=True,
+                               seed=args.seed, prompt_format=fmt, resume=args.resume,
                                progress=not args.no_progress, force=args.force,
                                overwrite=args.overwrite, limit=args.limit,
                                chunk_size=args.chunk_size)
@@ -41,8 +48,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "generate", help="sample step-by-step solutions for a problems file",
         description="Writes n samples per problem, one JSONL line each, in the scored-samples "
-                    "schema that `prmkit score` and `prmkit eval bon` read. Running it again "
-                    "on an existing output continues it.")
+                    "schema that `prmkit score` and `prmkit eval bon` read. An existing output "
+                    "is continued with --resume (an interrupted run) or replaced with "
+                    "--overwrite, and refused without either.")
     add_model_argument(p, "a model folder (hf, vllm), the smollm2-135m alias, or the "
                           "server's model name (openai)")
     p.add_argument("--problems", required=True,
@@ -63,9 +71,10 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first K problems")
     p.add_argument("--chunk-size", type=int, default=64,
                    help="samples per backend call; the output is flushed after each")
+    add_existing_output_arguments(p, "skip the samples already there, add the missing ones")
     p.add_argument("--force", action="store_true",
-                   help="continue an output generated with another model or other settings")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+                   help="with --resume: continue an output generated with another model or "
+                        "other settings")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_backend_arguments(p)
     p.set_defaults(func=cmd_generate)

@@ -7,6 +7,7 @@ import sys
 
 import orjson
 
+from prmkit.cli.outputs import add_existing_output_arguments, check_file_outputs
 from prmkit.data.io import atomic_write, dumps_line, iter_jsonl
 from prmkit.errors import DataError
 from prmkit.grading import DEFAULT_TIMEOUT_S, grade_many
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("file", help="input JSONL")
     parser.add_argument("-o", "--output", help="output JSONL (default: standard output)")
+    add_existing_output_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
     parser.add_argument(
         "--explain", action="store_true", help="add extracted and normalised answers"
@@ -72,6 +74,7 @@ def _read_pairs(path: str, skip_bad: bool) -> tuple[list[dict], list[tuple[int, 
 def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise DataError(None, None, "--timeout", "must be positive")
+    check_file_outputs(args, args.output)
     records, bad = _read_pairs(args.file, args.skip_bad)
     for lineno, message in sorted(bad):
         print(f"prmkit: skipped {args.file}:{lineno}: {message}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from prmkit.cli.outputs import add_existing_output_arguments
 from prmkit.cli.prm_options import add_prm_arguments
 from prmkit.scoring.aggregate import AGGREGATIONS
 
@@ -19,10 +20,12 @@ def add_device_arguments(parser) -> None:
 
 def cmd_score(args) -> int:
     from prmkit.cli.prm_options import prm_load_options
-    from prmkit.scoring.files import score_file
+    from prmkit.scoring.files import check_score_paths, score_file
     from prmkit.scoring.parallel import DataParallel
     from prmkit.scoring.scorer import Scorer
 
+    # the output and every input line are checked before the model is loaded
+    check_score_paths(args.input, args.output, resume=args.resume, overwrite=args.overwrite)
     parallel = DataParallel.from_environment()
     try:
         scorer = Scorer.from_pretrained(args.model, token_budget=args.batch_tokens,
@@ -61,9 +64,7 @@ def register(subparsers) -> None:
     add_device_arguments(p)
     p.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                    help="solution score from step scores (default: the model's setting)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an existing output: skip lines already scored, append")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_existing_output_arguments(p, "skip lines already scored, append")
     p.add_argument("--force", action="store_true",
                    help="with --resume: append even if the output's lines were scored by "
                         "another model or with other settings (their scored_by record)")

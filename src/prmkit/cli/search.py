@@ -22,9 +22,11 @@ from prmkit.cli.backend_options import (
     backend_options,
     check_model,
 )
+from prmkit.cli.outputs import add_existing_output_arguments
 from prmkit.cli.prm_options import add_prm_arguments
-from prmkit.data.io import LazyOutput, dumps_line, existing_output_error
+from prmkit.data.io import LazyOutput, dumps_line
 from prmkit.data.math_problems import problem_key, read_problems
+from prmkit.data.paths import check_output
 from prmkit.data.resume import read_written, refuse_other_writer
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS
@@ -82,9 +84,8 @@ def cmd_search(args) -> int:
     from prmkit.search import RescoringScorer, run_search
 
     check_model(args)
-    out = Path(args.output)
-    if out.exists() and not (args.resume or args.overwrite):
-        raise existing_output_error(out)
+    out = check_output(args.output, overwrite=args.overwrite, resume=args.resume,
+                       resume_flag="--resume")
     prm_folder = resolve_model_folder(args.prm)
     load = prm_load_options(args)
     prm_config = prm_config_of(prm_folder, load["format"])
@@ -191,9 +192,7 @@ def register(subparsers) -> None:
     p.add_argument("--prm-batch-tokens", type=int, default=16384)
     p.add_argument("--no-incremental", action="store_true",
                    help="score every partial solution in full (no prefix cache)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an existing output: skip problems already searched")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_existing_output_arguments(p, "skip problems already searched")
     p.add_argument("--force", action="store_true",
                    help="with --resume: append even if the output was written by another "
                         "search (config, generator, PRM or prompt)")

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from prmkit.cli.outputs import add_existing_output_arguments, check_file_outputs
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.scoring.aggregate import AGGREGATIONS
 
@@ -21,6 +22,7 @@ def cmd_select(args) -> int:
         weighted_vote,
     )
 
+    check_file_outputs(args, args.output)
     equivalent = (
         (lambda a, b: normalize_answer(a) == normalize_answer(b))
         if args.grader == "exact" else default_equivalence()
@@ -61,4 +63,5 @@ def register(subparsers) -> None:
                    help="answer equivalence used by the votes")
     p.add_argument("--seed", type=int, default=None, help="break ties at random (seeded)")
     p.add_argument("-o", "--output", help="write JSONL here (default: stdout)")
+    add_existing_output_arguments(p)
     p.set_defaults(func=cmd_select)

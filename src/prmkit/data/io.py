@@ -15,7 +15,8 @@ from typing import IO, Any
 
 import orjson
 
-from prmkit.errors import DataError, PrmkitError
+from prmkit.data.paths import check_input_file
+from prmkit.errors import DataError
 
 
 def cache_dir() -> Path:
@@ -29,8 +30,10 @@ def iter_jsonl(path: str | os.PathLike, skip_bad: bool = False, bad: list | None
     """Yield (line_number, object) for each non-blank line, in constant memory.
 
     A line that is not valid JSON raises DataError naming file and line, unless
-    skip_bad is set; then (line, message) is appended to `bad` and the line skipped.
+    skip_bad is set; then (line, message) is appended to `bad` and the line skipped. A
+    missing file or a directory is a DataError too.
     """
+    check_input_file(path, "file")
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
@@ -129,14 +132,6 @@ class LazyOutput:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def existing_output_error(path: str | os.PathLike,
-                          resume: str = "--resume (resume=True)") -> PrmkitError:
-    """The refusal to touch an output that exists when the run may neither continue nor
-    replace it, naming the command's flags (and the Python keywords)."""
-    return PrmkitError(f"{path} exists: pass {resume} to continue it or --overwrite "
-                       "(overwrite=True) to replace it")
 
 
 def cached_json(path: str | os.PathLike, compute: Callable[[], Any]) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from prmkit.data.io import first_utf8_error, iter_jsonl
+from prmkit.data.paths import check_input_file
 from prmkit.errors import DataError
 
 CHUNK_CHARS = 1 << 20
@@ -185,6 +186,7 @@ def iter_any_json(
     path: str | os.PathLike, skip_bad: bool = False, bad: list | None = None
 ) -> Iterator[tuple[int, Any]]:
     """(line, value) pairs from JSONL (fast path, orjson), a JSON array or concatenated JSON."""
+    check_input_file(path, "file")
     layout = sniff(path)
     if layout == "empty":
         return iter(())

@@ -8,10 +8,10 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from prmkit.data.jsonstream import iter_any_json
+from prmkit.data.paths import check_input_file
 from prmkit.data.records import Problem
 from prmkit.errors import DataError, PrmkitError
 
@@ -88,8 +88,7 @@ def read_problems(path: str | os.PathLike, limit: int | None = None) -> list[Pro
     if limit is not None and limit < 1:
         raise PrmkitError(f"limit must be at least 1, got {limit}")
     path = str(dataset_path(path, single=True)[0])  # a Hub name: its split's file
-    if not Path(path).is_file():
-        raise PrmkitError(f"{path}: no such problems file")
+    check_input_file(path, "problems file")
     problems, seen = [], {}
     for line, obj in iter_any_json(path):
         if limit is not None and len(problems) >= limit:

@@ -19,12 +19,12 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from prmkit.data.paths import check_input_file
 from prmkit.data.prmbench import PRMBenchItem
 from prmkit.data.records import LabelledSolution, ProcessBenchItem, Step, StepExample
-from prmkit.errors import DataError, PrmkitError
+from prmkit.errors import PrmkitError
 
 Neutral = Literal["positive", "negative"]
 Alternatives = Literal["chosen", "prefixes", "all"]
@@ -98,8 +98,7 @@ def load_holdout(path: str | os.PathLike) -> set[str]:
     """Normalised problem texts of a MATH-style file (e.g. math500.jsonl)."""
     from prmkit.data.math_problems import read_math
 
-    if not Path(path).is_file():
-        raise DataError(str(path), None, None, "holdout file not found")
+    check_input_file(path, "holdout file")
     return {normalize_problem(p.text) for p in read_math(path)}
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prmkit.data import math_problems, prm800k, prmbench, processbench, scored, stepwise
 from prmkit.data import stepwise_critic as critic
 from prmkit.data.jsonstream import iter_any_json
+from prmkit.data.paths import check_input_file
 from prmkit.errors import DataError
 
 
@@ -85,9 +85,7 @@ def format_from_keys(obj: Any) -> str | None:
 
 def detect_format(path: str | os.PathLike) -> str:
     """Detect the format of `path` from its extension and its first record's keys."""
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(str(path), None, None, "no such file")
+    p = check_input_file(path, "file")
     if p.suffix.lower() in (".parquet", ".pq"):
         return critic.FORMAT
     if p.suffix.lower() not in (".json", ".jsonl", ".jl", ".ndjson"):
@@ -139,8 +137,7 @@ def read_records(
         format = detect_format(path)
     elif format not in FORMATS:
         raise _unknown(path, f"unknown format '{format}'")
-    if not Path(path).is_file():
-        raise DataError(str(path), None, None, "no such file")
+    check_input_file(path, "file")
     stream = RecordStream(path, format, skip_bad)
     stream.source = source
     return stream

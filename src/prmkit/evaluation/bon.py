@@ -311,6 +311,8 @@ def bon_curves(
     """Best-of-N (exact or trials), pass@N (exact) and vote curves (Monte-Carlo)."""
     if estimator not in ("exact", "trials"):
         raise PrmkitError(f"unknown estimator {estimator!r}; use exact or trials")
+    if not pools:
+        raise PrmkitError("no problems to evaluate (no samples)")
     if ns is None:
         ns = default_ns(pool_size or min(int(p.n_slots) for p in pools))
     ns = [int(n) for n in ns]

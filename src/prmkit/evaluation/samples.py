@@ -73,6 +73,27 @@ def _rating_probs_to_steps(value: list, sample: Sample, key: str) -> list[float 
     return out
 
 
+def _holds_scores(value) -> bool:
+    """A float, or a list of step scores (floats, nulls, rating dicts): what a score key
+    names (an integer such as `level` or `num_tokens` is no score)."""
+    if isinstance(value, float):
+        return True
+    return isinstance(value, list) and any(isinstance(v, float | dict) for v in value) and all(
+        v is None or isinstance(v, float | int | dict) and not isinstance(v, bool) for v in value)
+
+
+def _missing_score(rec: dict, key: str) -> str:
+    """Why `key` gives no score, with the fields of the sample that hold scores."""
+    if key in rec or key in (rec.get("scores") or {}):
+        return "score is null"
+    nested = rec.get("scores") if isinstance(rec.get("scores"), dict) else {}
+    found = [k for k, v in rec.items() if k != "scores" and _holds_scores(v)]
+    found += [k for k, v in nested.items() if _holds_scores(v) and k not in found]
+    if found:
+        return f"no such score field; this sample's score fields: {', '.join(found)}"
+    return f"no such score field; this sample has no score fields (its fields: {', '.join(rec)})"
+
+
 def sample_score(sample: Sample, key: str, aggregation: str | Aggregation = "prod") -> float:
     """The named score of one sample (see module docstring)."""
     rec = sample.record
@@ -80,7 +101,7 @@ def sample_score(sample: Sample, key: str, aggregation: str | Aggregation = "pro
     if value is None and isinstance(rec.get("scores"), dict):
         value = rec["scores"].get(key)
     if value is None:
-        raise DataError(sample.path, sample.line, key, "score field is missing or null")
+        raise DataError(sample.path, sample.line, key, _missing_score(rec, key))
     try:
         if isinstance(value, bool):
             raise TypeError

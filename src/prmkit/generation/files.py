@@ -11,10 +11,11 @@ is the same whatever else is in the run. Lines come in one order whatever the ba
 the problems file's, then sample index. Samples are written and flushed as they finish,
 as soon as the samples before them are (a backend that fails mid-run loses no finished
 sample: they are written before the error); the file is created at the first sample. An
-interrupted run is resumed by running it again: samples (unique_id, sample_index)
-already in the output are skipped, a partial last line is dropped, and a larger `n` adds
-samples to the same problems; a complete run that appended puts the file back in order. Resuming with another model, sampling settings, seed or prompt than the
-output's `generated_by` is refused unless forced. A problem without `unique_id` (or with
+interrupted run is resumed by running it again with resume (`prmkit generate --resume`):
+samples (unique_id, sample_index) already in the output are skipped, a partial last line
+is dropped, and a larger `n` adds samples to the same problems; a complete run that
+appended puts the file back in order. Resuming with another model, sampling settings,
+seed or prompt than the output's `generated_by` is refused unless forced. A problem without `unique_id` (or with
 an empty one) is named by the sha256 of its text ("sha256:<16 hex>"), as everywhere
 (`prmkit.data.math_problems.problem_key`).
 """
@@ -32,13 +33,9 @@ import orjson
 from tqdm import tqdm
 
 from prmkit import __version__
-from prmkit.data.io import (
-    LazyOutput,
-    atomic_write,
-    dumps_line,
-    existing_output_error,
-)
+from prmkit.data.io import LazyOutput, atomic_write, dumps_line
 from prmkit.data.math_problems import problem_key, read_problems
+from prmkit.data.paths import check_output
 from prmkit.data.records import Problem
 from prmkit.data.resume import read_written, refuse_other_writer
 from prmkit.errors import DataError, PrmkitError
@@ -108,8 +105,8 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
     """`n` samples for each problem of `problems_path` into `out_path` (module docstring).
 
     The prompt format's stop strings are added to `params.stop`. An existing output is
-    continued (resume) or, with overwrite, replaced; resume=False without overwrite
-    refuses to touch it.
+    continued (resume, the Python default) or, with overwrite, replaced; resume=False
+    without overwrite refuses to touch it (`prmkit generate` passes --resume as given).
     """
     from prmkit.grading import extract_answer, grade_many
 
@@ -118,10 +115,12 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
     fmt = prompt_format or PromptFormat()
     params = dataclasses.replace(params, stop=tuple(dict.fromkeys(params.stop +
                                                                   fmt.stop_strings)))
-    problems = read_problems(problems_path, limit)
     out_path = Path(out_path)
     if out_path.resolve() == Path(problems_path).resolve():
         raise PrmkitError(f"{out_path}: the output must not be the problems file")
+    check_output(out_path, overwrite=overwrite, resume=resume,
+                 resume_flag="--resume (resume=True)", overwrite_flag="--overwrite (overwrite=True)")
+    problems = read_problems(problems_path, limit)
     generated_by = _normalised({
         **sampler.describe(), "sampling": params.to_dict(), "seed": seed,
         "prompt_format": fmt.style, "step_separator": fmt.step_separator,
@@ -132,8 +131,6 @@ def generate_file(sampler: Sampler, problems_path: str | os.PathLike,
         done, saved = written.keys, written.record
         if saved is not None and not force:
             check_same_generator(out_path, saved, generated_by)
-    elif out_path.exists() and not overwrite:
-        raise existing_output_error(out_path, resume="resume=True")  # the command resumes
 
     todo = [(p, problem_key(p), i) for p in problems for i in range(n)
             if (problem_key(p), i) not in done]

@@ -29,12 +29,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from prmkit.data.io import (
-    LazyOutput,
-    dumps_line,
-    existing_output_error,
-    iter_jsonl,
-)
+from prmkit.data.io import LazyOutput, dumps_line, iter_jsonl
+from prmkit.data.paths import check_input_file, check_output
 from prmkit.data.resume import read_written
 from prmkit.errors import DataError, PrmkitError
 from prmkit.scoring.aggregate import AGGREGATIONS, Aggregation, aggregate
@@ -111,6 +107,21 @@ def _output_record(obj: dict, scores, aggregation: str, orm: bool, scored_by: di
     return out
 
 
+def check_score_paths(in_path: str | os.PathLike, out_path: str | os.PathLike,
+                      resume: bool = False, overwrite: bool = False) -> int:
+    """What `score_file` checks before it scores anything, without a model (`prmkit
+    score` runs it before loading one): the input is a file of valid solution lines, the
+    output is not the input, can be written, and an existing one is continued (resume)
+    or replaced (overwrite). Returns the number of solutions."""
+    in_path, out_path = str(in_path), Path(out_path)
+    check_input_file(in_path)
+    if out_path.resolve() == Path(in_path).resolve():
+        raise PrmkitError(f"{out_path}: the output must not be the input file")
+    check_output(out_path, overwrite=overwrite, resume=resume,
+                 resume_flag="--resume (resume=True)", overwrite_flag="--overwrite (overwrite=True)")
+    return _checked_count(in_path)
+
+
 def score_file(scorer, in_path: str | os.PathLike, out_path: str | os.PathLike,
                aggregation: str | None = None, resume: bool = False, overwrite: bool = False,
                chunk_size: int = 256, progress: bool = True,
@@ -127,13 +138,7 @@ def score_file(scorer, in_path: str | os.PathLike, out_path: str | os.PathLike,
     if aggregation not in AGGREGATIONS:
         raise PrmkitError(f"unknown aggregation {aggregation!r}; choose one of "
                           f"{', '.join(AGGREGATIONS)}")
-    if not Path(in_path).is_file():
-        raise PrmkitError(f"{in_path}: no such input file")
-    if out_path.resolve() == Path(in_path).resolve():
-        raise PrmkitError(f"{out_path}: the output must not be the input file")
-    if out_path.exists() and not (resume or overwrite):
-        raise existing_output_error(out_path)
-    total = _checked_count(in_path)
+    total = check_score_paths(in_path, out_path, resume=resume, overwrite=overwrite)
     done_ids: set[str] = set()
     done_count = 0
     scored_by = scorer.record(aggregation)

@@ -140,7 +140,11 @@ def split_by_group(examples: Sequence[StepExample], fraction: float, seed: int):
 
 def prepare(cfg: DataConfig, objective: str, seed: int, stats: Counter | None = None):
     """Train and eval examples for a run; examples read from files come from the data
-    cache when cfg.cache (see prmkit.training.data_cache)."""
+    cache when cfg.cache (see prmkit.training.data_cache). A missing data file, or a
+    directory, is an error naming its config key before anything is read."""
+    from prmkit.training.recipe_paths import check_data_files
+
+    check_data_files(cfg)
     stats = stats if stats is not None else Counter()
     if cfg.examples is None and cfg.cache:
         from prmkit.training.data_cache import PreparedData, cached_prepare

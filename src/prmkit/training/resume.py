@@ -16,7 +16,7 @@ from prmkit.data.io import file_fingerprint
 from prmkit.errors import PrmkitError
 
 # Keys that change how a run is watched, not what it computes.
-OPERATIONAL_KEYS = {"resume", "force", "progress", "num_threads", "log_every", "eval_every",
+OPERATIONAL_KEYS = {"resume", "force", "overwrite", "progress", "num_threads", "log_every", "eval_every",
                     "eval_max_examples", "final_eval", "save_every", "keep_checkpoints",
                     "output_dir"}
 

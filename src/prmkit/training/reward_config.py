@@ -96,6 +96,10 @@ class RewardTrainingConfig:
     seed: int = 0
     resume: bool = False
     force: bool = False  # resume even though config, data or model differ from the checkpoint
+    # start again in an output_dir that holds a run: its checkpoints, model and logs are
+    # removed when this run writes its config (`prmkit train` refuses such a folder
+    # without resume=true or overwrite=true)
+    overwrite: bool = False
     progress: bool = True
 
     def __post_init__(self):
@@ -134,6 +138,9 @@ class RewardTrainingConfig:
              f"({self.model.step_format.max_length})")
         need(not self.load_in_4bit or self.lora.enabled,
              "load_in_4bit (QLoRA) trains LoRA adapters: set lora.enabled=true")
+        need(not (self.resume and self.overwrite),
+             "resume=true continues the run in output_dir, overwrite=true replaces it: "
+             "choose one")
         need(bool(self.data.train) or self.data.examples is not None,
              "data.train (files) or data.examples is required")
 
@@ -175,18 +182,26 @@ class RewardTrainingConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> RewardTrainingConfig:
         """A YAML recipe plus `key=value` overrides; errors name the recipe's file and line,
-        or the override, that set the offending key."""
-        return load_yaml_config(cls.from_dict, path, overrides, "recipe")
+        or the override, that set the offending key. Relative paths in the recipe are read
+        relative to its folder, those of overrides relative to the working directory
+        (prmkit.training.recipe_paths)."""
+        from prmkit.training.recipe_paths import load_recipe
+
+        return load_recipe(path, overrides)[0]
 
 
-def load_yaml_config(from_dict, path: str | Path, overrides: list[str] | None, what: str):
+def load_yaml_config(from_dict, path: str | Path, overrides: list[str] | None, what: str,
+                     prepare=None):
     """`from_dict` of a YAML file's mapping with `key=value` overrides applied; a bad value
-    is an error naming the file and line, or the override, that set it."""
+    is an error naming the file and line, or the override, that set it. `prepare(d)` may
+    rewrite the file's mapping before the overrides are applied."""
     import yaml
 
     p = Path(path)
     if not p.is_file():
-        raise PrmkitError(f"{path}: {what} not found")
+        from prmkit.data.paths import input_file_problem
+
+        raise PrmkitError(f"{path}: {input_file_problem(path, what) or what + ' not found'}")
     text = p.read_text()
     try:
         d = yaml.safe_load(text) or {}
@@ -194,6 +209,8 @@ def load_yaml_config(from_dict, path: str | Path, overrides: list[str] | None, w
         raise PrmkitError(f"{path}: not valid YAML ({e})") from None
     if not isinstance(d, dict):
         raise PrmkitError(f"{path}: a {what} must be a mapping of config keys")
+    if prepare is not None:
+        prepare(d)
     set_by = {apply_override(d, item): item for item in overrides or []}
     try:
         return from_dict(d)

@@ -44,9 +44,8 @@ from prmkit.training.model_setup import training_bf16
 from prmkit.training.packing import PackedRow, drop_long_prompts
 from prmkit.training.resume import check_resume, run_fingerprint
 from prmkit.training.reward_config import RewardTrainingConfig
+from prmkit.training.run_folder import METRICS_FILE, MODEL_DIR, clear_run
 
-METRICS_FILE = "metrics.jsonl"
-MODEL_DIR = "model"
 log = logging.getLogger("prmkit.training")
 
 
@@ -243,9 +242,9 @@ class RewardTrainer:
         self.accelerator = acc
         self.engine = dist.check_engine(acc, cfg)
         out = Path(cfg.output_dir)
-        if not cfg.resume and ckpt.latest_checkpoint(out) is not None:
-            raise PrmkitError(f"{out} already holds checkpoints; set resume=true to continue "
-                              "or choose another output_dir")
+        if not (cfg.resume or cfg.overwrite) and ckpt.latest_checkpoint(out) is not None:
+            raise PrmkitError(f"{out} already holds checkpoints; set resume=true to continue, "
+                              "overwrite=true to start again, or choose another output_dir")
         resume_from = ckpt.latest_checkpoint(out) if cfg.resume else None
         self.fingerprint = run_fingerprint(cfg, acc.num_processes, self.engine)
         if resume_from is not None:
@@ -259,6 +258,8 @@ class RewardTrainer:
         # fails before (bad data, a missing backbone) leaves none. A resumed run keeps the
         # config.json it started with.
         if resume_from is None and acc.is_main_process:
+            if cfg.overwrite:  # an earlier run's checkpoints, model and logs go now
+                clear_run(out)
             out.mkdir(parents=True, exist_ok=True)
             with atomic_write(out / "config.json", "w") as f:
                 f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
