@@ -30,7 +30,8 @@ def generate(args) -> float:
            "--n", str(args.n), "--temperature", str(args.temperature),
            "--max-tokens", str(args.max_tokens), "--prompt-format", "chat",
            "--dtype", "auto", "--max-model-len", "2048", "--seed", "0",
-           "--chunk-size", str(args.chunk_size), "--no-progress", "-o", str(args.samples)]
+           "--chunk-size", str(args.chunk_size), "--no-progress", "--resume",
+           "-o", str(args.samples)]
     print(" ".join(cmd), flush=True)
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
