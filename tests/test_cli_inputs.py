@@ -144,6 +144,8 @@ def test_a_directory_given_as_input_is_reported_as_a_directory(argv, tmp_path, c
     ["eval", "bon", "--samples", "nope.jsonl", "--score-key", "score"],
     ["score", "--model", "m", "--input", "nope.jsonl", "-o", "o.jsonl"],
     ["grade", "nope.jsonl"],
+    ["eval", "processbench", "--predictions", "p.jsonl", "--data", "nope.jsonl"],
+    ["eval", "prmbench", "--predictions", "p.jsonl", "--data", "nope.jsonl"],
 ])
 def test_a_missing_relative_input_names_the_working_directory(argv, tmp_path, capsys,
                                                               monkeypatch):

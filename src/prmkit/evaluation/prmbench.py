@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from prmkit.data.io import iter_jsonl
+from prmkit.data.paths import where_relative
 from prmkit.errors import DataError, PrmkitError
 from prmkit.evaluation.rules import check_rules
 from prmkit.evaluation.subsets import stratified_subset, warn_undefined
@@ -75,7 +76,7 @@ def load_prmbench(paths: Iterable[str | os.PathLike]) -> list[PrmBenchItem]:
         elif p.is_file():
             files.append(p)
         else:
-            raise DataError(str(p), None, None, "no such file or directory")
+            raise DataError(str(p), None, None, "no such file or directory" + where_relative(p))
     if not files:
         raise PrmkitError("no PRMBench .jsonl files given")
     seen: set[str] = set()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prmkit.data.paths import where_relative
 from prmkit.data.processbench import read_processbench
 from prmkit.data.records import ProcessBenchItem
 from prmkit.errors import DataError, PrmkitError
@@ -167,7 +168,7 @@ def load_processbench(
         if not files:
             raise DataError(str(path), None, None, "no ProcessBench <subset>.json files found")
     else:
-        raise DataError(str(path), None, None, "no such file or directory")
+        raise DataError(str(path), None, None, "no such file or directory" + where_relative(path))
     out = {}
     for subset, file in files.items():
         if not file.exists():
