@@ -16,7 +16,15 @@ import uvicorn
 from test_scoring import make_model
 
 from prmkit.rewards import compute_step_rewards
-from prmkit.rewards.serving import EngineSettings, Item, RewardEngine, ScorerBackend, create_app
+from prmkit.rewards.serving import (
+    ConnectionLimits,
+    EngineSettings,
+    Item,
+    RewardEngine,
+    ScorerBackend,
+    create_app,
+    uvicorn_config,
+)
 from prmkit.rewards.serving.protocol import TextRules
 from prmkit.scoring import Scorer
 
@@ -86,15 +94,15 @@ class LiveServer:
     """The app under uvicorn in a thread on 127.0.0.1."""
 
     def __init__(self, scorer, score=None, rules: TextRules | None = None, policy_tokenizer=None,
-                 count=None, **settings):
+                 count=None, limits: ConnectionLimits | None = None, **settings):
         backend = ScorerBackend(scorer, policy_tokenizer=policy_tokenizer)
         settings = {"max_wait_ms": 20.0, **settings}
-        self.engine = RewardEngine(score or backend.score, count or backend.count_tokens,
+        self.engine = RewardEngine(score or backend.score, count or backend.token_bounds,
                                    EngineSettings(**settings))
         self.app = create_app(self.engine, api_key=KEY, rules=rules,
                               policy_tokenizer=policy_tokenizer)
         self.url = f"http://127.0.0.1:{free_port()}"
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=int(self.url.rsplit(":", 1)[1]),
+        config = uvicorn_config(self.app, "127.0.0.1", int(self.url.rsplit(":", 1)[1]), limits,
                                 log_level="warning", timeout_graceful_shutdown=20)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -464,7 +472,7 @@ def test_counting_a_large_request_stalls_neither_health_nor_other_requests(score
         if len(items) > 1:  # the large request: held until the others are answered
             entered.set()
             assert release.wait(60)
-        return backend.count_tokens(items)
+        return backend.token_bounds(items)
 
     big = [completion(k + 1) + "\n\n" + "We add 17 and 25 to get 42. " * 40 for k in range(8)]
     with LiveServer(scorer, count=count) as server, ThreadPoolExecutor(1) as pool:

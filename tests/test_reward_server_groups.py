@@ -89,8 +89,10 @@ def test_a_prompt_repeated_in_a_request_counts_once_toward_the_batch_budget(shar
     prompt = PROBLEMS[0] * 5
     items = [Item(prompt, STEPS[k]) for k in range(3)] + [Item(PROBLEMS[1], STEPS[0])]
     shared, padded = ScorerBackend(shared_scorer), ScorerBackend(padded_scorer)
-    full = padded.count_tokens(items)
-    got = shared.count_tokens(items)
-    prompt_tokens = len(shared.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    full = padded.token_bounds(items)
+    got = shared.token_bounds(items)
     assert got[0] == full[0] and got[3] == full[3]
-    assert got[1] == full[1] - prompt_tokens and got[2] == full[2] - prompt_tokens
+    assert got[1] == full[1] - len(prompt) and got[2] == full[2] - len(prompt)
+    # each a bound on what the PRM reads of the item
+    for it, bound in zip(items, full, strict=True):
+        assert len(padded_scorer.encode(it.prompt, [it.completion]).input_ids) <= bound

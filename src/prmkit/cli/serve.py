@@ -51,9 +51,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise PrmkitError(f"--host {args.host} is not a loopback address: set ${API_KEY_ENV} or "
                           f"--api-key-file so that only your trainers can ask for rewards (or "
                           f"--no-api-key on a private network whose every host you trust)")
+    from prmkit.rewards.serving.connections import ConnectionLimits
+
     settings = EngineSettings(token_budget=args.batch_tokens, max_wait_ms=args.max_wait_ms,
                               max_queue_items=args.max_queue,
-                              max_batch_requests=args.max_batch_requests)
+                              max_batch_requests=args.max_batch_requests,
+                              max_request_tokens=args.max_request_tokens,
+                              max_queue_tokens=args.max_queue_tokens)
+    limits = ConnectionLimits(max_connections=args.max_connections,
+                              header_timeout=args.header_timeout,
+                              body_timeout=args.body_timeout,
+                              min_body_rate=args.min_body_rate * 1024)
     try:
         from prmkit.rewards.serving import protocol
         rules = protocol.TextRules(args.problem_regex, tuple(args.strip_text),
@@ -64,12 +72,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from prmkit.rewards.serving import RewardEngine, ScorerBackend, create_app
+    from prmkit.rewards.serving.connections import uvicorn_config
 
     backend = ScorerBackend.from_pretrained(
         args.model_dir, token_budget=args.batch_tokens, dtype=args.dtype, device=args.device,
         policy_tokenizer=args.policy_tokenizer, aggregation=args.aggregation,
         share_prefixes=not args.no_share_prefixes)
-    engine = RewardEngine(backend.score, backend.count_tokens, settings)
+    engine = RewardEngine(backend.score, backend.token_bounds, settings)
     app = create_app(engine, api_key=key, rules=rules,
                      policy_tokenizer=backend.policy_tokenizer)
     if key is None:
@@ -77,8 +86,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{args.port} can ask for rewards", file=sys.stderr)
     logging.getLogger("prmkit.rewards.serving").setLevel(args.log_level.upper()
                                                          if args.log_level != "trace" else "DEBUG")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=args.graceful_timeout)
+    config = uvicorn_config(app, args.host, args.port, limits, log_level=args.log_level,
+                            timeout_graceful_shutdown=args.graceful_timeout)
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -112,6 +122,22 @@ def register(subparsers) -> None:
                    help="completions waiting at most; beyond that: 503 with Retry-After")
     p.add_argument("--max-batch-requests", type=int, default=None,
                    help="requests per batch at most (1: one forward per request)")
+    p.add_argument("--max-request-tokens", type=int, default=16 << 20,
+                   help="tokens in one request at most, counted before tokenising by their "
+                        "upper bound, the texts' UTF-8 bytes; beyond: 413 (default 16 Mi)")
+    p.add_argument("--max-queue-tokens", type=int, default=64 << 20,
+                   help="tokens waiting at most (same count); beyond: 503 with Retry-After "
+                        "(default 64 Mi)")
+    p.add_argument("--max-connections", type=int, default=1024,
+                   help="open connections at most (lowered to fit the open-file limit); a "
+                        "new one replaces the oldest idle or slow one, else gets 503")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a client has to send a request's line and headers (408)")
+    p.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds a client has to send a body, plus 1 s per --min-body-rate "
+                        "KiB received (408); also how long it may stop reading its answer")
+    p.add_argument("--min-body-rate", type=float, default=256.0, metavar="KIB_PER_S",
+                   help="the upload rate in KiB/s a body must keep up (default 256)")
     p.add_argument("--no-share-prefixes", action="store_true",
                    help="run every completion with its prompt (default: completions of one "
                         "prompt in a batch run on its keys/values, the prompt run once)")

@@ -1,12 +1,15 @@
 """The HTTP layer of the reward server: parse, validate, await the engine.
 
 Every route first checks who is asking (`Authorization: Bearer KEY` or `X-API-Key: KEY`
-when the server has a key) and only then reads the body, in bounded size. A large body is
-parsed and checked, and its tokens counted, on worker threads: the event loop keeps
-answering other requests and /health meanwhile. Answers: 401 without the key, 413 for a
-body or request too large, 422 naming the bad field, 503 with Retry-After when the queue
-is full or the server is stopping, 499 (logged only: nobody reads it) when the client
-went away before its rewards were ready, its body sent in full or not.
+when the server has a key) and only then reads the body, in bounded size (a body
+announced over the limit is refused before a byte of it is read). A large body is parsed
+and checked a piece at a time (jsonbody), its tokens bounded, and a large answer built,
+on worker threads: the event loop keeps answering other requests and /health meanwhile.
+After a large request the freed memory goes back to the system (memory). Answers: 401
+without the key, 408 when the body did not arrive in time (connections), 413 for a body
+or request too large, 422 naming the bad field, 503 with Retry-After when the queue is
+full or the server is stopping, 499 (logged only: nobody reads it) when the client went
+away before its rewards were ready, its body sent in full or not.
 """
 
 from __future__ import annotations
@@ -21,17 +24,21 @@ from contextlib import asynccontextmanager
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect
 
 from prmkit.rewards.contract import PolicyTokens
 from prmkit.rewards.openrlhf import openrlhf_answer
 from prmkit.rewards.serving import protocol
+from prmkit.rewards.serving.connections import TIMED_OUT
 from prmkit.rewards.serving.engine import INLINE_COUNT_CHARS, Overloaded, RewardEngine, TooLarge
+from prmkit.rewards.serving.memory import TRIM_AFTER_BYTES, release_memory
 from prmkit.rewards.serving.metrics import CONTENT_TYPE, ServerMetrics
 
 log = logging.getLogger("prmkit.rewards.serving")
 CLIENT_GONE = 499
 DEFAULT_MAX_BODY = 64 << 20
+INLINE_ANSWER_ITEMS = 256  # larger answers are built on a worker thread
 
 
 def _authorizer(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
@@ -51,7 +58,9 @@ def _authorizer(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
     return authorized
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int) -> tuple[list[bytes], int]:
+    """The body's chunks as they came, and its size (never joined into one block: the
+    parser takes the chunks)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise HTTPException(413, f"body of {declared} bytes; this server takes at most {limit}")
@@ -60,8 +69,9 @@ async def read_body(request: Request, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise HTTPException(413, f"body over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if chunk:
+            chunks.append(chunk)
+    return chunks, size
 
 
 async def _client_gone(request: Request) -> None:
@@ -102,27 +112,34 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
                   dependencies=[Depends(_authorizer(api_key))])
     app.state.engine, app.state.metrics = engine, metrics
 
-    async def answer(request: Request, route: str, prepare, to_response) -> Response:
-        start = time.monotonic()
+    async def answer(request: Request, route: str, prepare, to_response,
+                     threaded: bool = False) -> Response:
+        start, size = time.monotonic(), 0
+
+        def done(status: int, response: Response, seconds: float | None = None) -> Response:
+            metrics.answered(route, status, seconds)
+            if size >= TRIM_AFTER_BYTES:  # after it is sent, off the event loop
+                response.background = BackgroundTask(release_memory)
+            return response
+
         try:
-            body = await read_body(request, max_body_bytes)
-            if len(body) <= INLINE_COUNT_CHARS:
-                req, items = prepare(body)
+            chunks, size = await read_body(request, max_body_bytes)
+            if size <= INLINE_COUNT_CHARS:
+                req, items = prepare(chunks)
             else:
-                req, items = await asyncio.to_thread(prepare, body)
+                req, items = await asyncio.to_thread(prepare, chunks)
+            del chunks
             future = await engine.enqueue(items)
         except ClientDisconnect:
-            metrics.answered(route, CLIENT_GONE)
-            return Response(status_code=CLIENT_GONE)
+            if request.scope.get(TIMED_OUT):  # the body did not arrive in time: 408 sent
+                return done(408, Response(status_code=408))
+            return done(CLIENT_GONE, Response(status_code=CLIENT_GONE))
         except protocol.BadField as e:
-            metrics.answered(route, 422)
-            return _error(422, str(e), e.field)
+            return done(422, _error(422, str(e), e.field))
         except TooLarge as e:
-            metrics.answered(route, 413)
-            return _error(413, str(e))
+            return done(413, _error(413, str(e)))
         except Overloaded as e:
-            metrics.answered(route, 503)
-            return _error(503, str(e), **{"Retry-After": str(e.retry_after)})
+            return done(503, _error(503, str(e), **{"Retry-After": str(e.retry_after)}))
         except HTTPException as e:
             metrics.answered(route, e.status_code)
             raise
@@ -134,45 +151,52 @@ def create_app(engine: RewardEngine, *, api_key: str | None = None,
             if not future.done():
                 future.cancel()  # the engine drops it (or its results) and goes on
         if future.cancelled():
-            metrics.answered(route, CLIENT_GONE)
-            return Response(status_code=CLIENT_GONE)
+            return done(CLIENT_GONE, Response(status_code=CLIENT_GONE))
         if future.exception() is not None:
-            metrics.answered(route, 500)
-            return _error(500, f"scoring failed: {future.exception()}")
-        body = await to_response(req, items, future.result())
-        metrics.answered(route, 200, time.monotonic() - start)
-        return Response(orjson.dumps(body), media_type="application/json")
+            return done(500, _error(500, f"scoring failed: {future.exception()}"))
+        results = future.result()
+        build = lambda: orjson.dumps(to_response(req, items, results))  # noqa: E731
+        if len(items) <= INLINE_ANSWER_ITEMS and not threaded:
+            body = build()
+        else:  # a large answer is built on a worker thread, as its body was parsed
+            body = await asyncio.to_thread(build)
+        return done(200, Response(body, media_type="application/json"),
+                    time.monotonic() - start)
 
-    async def openrlhf_body(req, items, results) -> dict:
+    def openrlhf_body(req, items, results) -> dict:
         missing = [it.completion is None for it in items]
         if not rules.verifier_weight:
             return openrlhf_answer(results, missing)
         from prmkit.rewards.diagnostics import verifier_rewards
 
         gold = req.labels or [None] * len(items)
-        verdicts = await asyncio.to_thread(verifier_rewards, [it.completion for it in items],
-                                           gold)
+        verdicts = verifier_rewards([it.completion for it in items], gold)
         return openrlhf_answer(results, missing, verdicts, rules.verifier_weight)
 
-    async def step_body(req, items, results) -> dict:
+    def step_body(req, items, results) -> dict:
         return protocol.step_response(results, req.request_id)
+
+    most = engine.settings.max_queue_items  # entries of a request's lists
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> Response:
         return await answer(request, "/get_reward",
-                            lambda body: protocol.prepare_openrlhf(body, rules), openrlhf_body)
+                            lambda body: protocol.prepare_openrlhf(body, rules, most),
+                            openrlhf_body, threaded=bool(rules.verifier_weight))
 
     @app.post("/v1/step_rewards")
     async def step_rewards(request: Request) -> Response:
         return await answer(request, "/v1/step_rewards",
-                            lambda body: protocol.prepare_steps(body, rules, policy), step_body)
+                            lambda body: protocol.prepare_steps(body, rules, policy, most),
+                            step_body)
 
     @app.get("/health")
     async def health() -> Response:
         requests, items = engine.queue_depth
         ok = engine.running
         return JSONResponse({"status": "ok" if ok else "stopping", "queue_requests": requests,
-                             "queue_completions": items}, status_code=200 if ok else 503)
+                             "queue_completions": items, "queue_tokens": engine.queued_tokens},
+                            status_code=200 if ok else 503)
 
     @app.get("/metrics")
     async def prometheus() -> Response:

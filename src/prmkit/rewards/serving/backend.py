@@ -1,12 +1,64 @@
-"""What the engine runs: `compute_step_rewards` on a loaded `Scorer`, and token counts."""
+"""What the engine runs: `compute_step_rewards` on a loaded `Scorer`, and token bounds.
+
+The engine's budgets count an item's tokens before it is tokenised, by an upper bound from
+its bytes (`token_bounds`): every token of a byte-level BPE tokenizer (GPT-2, Llama 3,
+Qwen 2, SmolLM2 and the tiny models prmkit builds) stands for at least one byte of UTF-8
+text, so the tokens the PRM reads of an item are at most the UTF-8 bytes of its prompt and
+completion plus what prmkit's format adds: the prompt template's own bytes, a BOS token and
+one step separator after the last step (the separators between steps are in the text
+already). A SentencePiece tokenizer (Llama 2, Mistral) may add a word-start token to each
+step it encodes and encode a separator of 2 bytes in 3 tokens, so there the bound is an
+estimate, short by at most 3 tokens a step. Each item is then tokenised once, when its
+batch is scored; the encoder's caches are kept small so that a large request's steps do
+not stay in memory after it (`bound_caches`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
+from prmkit.errors import PrmkitError
 from prmkit.rewards.contract import CompletionRewards, compute_step_rewards
 from prmkit.rewards.serving.engine import Item
+
+STEP_CACHE, PROMPT_CACHE = 4096, 1024  # entries of the encoder's caches on a server
+
+
+def utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def format_overhead(scorer) -> int:
+    """Tokens prmkit's format adds to an item's texts, bounded as the texts are: the prompt
+    template's bytes (a chat template's too), a BOS token and one step separator's bytes;
+    at least what an empty prompt with a one-byte step encodes to, less that byte."""
+    from prmkit.models.formatting import render_prompt
+
+    encoder, fmt = scorer.encoder, scorer.encoder.fmt
+    tok = encoder.tokenizer
+    if fmt.use_chat_template and getattr(tok, "chat_template", None):
+        template = tok.apply_chat_template([{"role": "user", "content": ""}],
+                                           add_generation_prompt=True, tokenize=False)
+    else:
+        template = render_prompt(fmt.prompt_template, "")
+    by_bytes = utf8_length(template) + 1 + utf8_length(fmt.step_separator)
+    try:
+        probe = len(encoder.encode("", ["x"]).input_ids) - 1
+    except PrmkitError:  # a layout that refuses an empty prompt
+        probe = 0
+    return max(by_bytes, probe)
+
+
+def bound_caches(encoder, steps: int = STEP_CACHE, prompts: int = PROMPT_CACHE) -> None:
+    """Give `encoder`'s step and prompt caches at most `steps` and `prompts` entries
+    (training keeps a million steps: PRM800K repeats them; a server's requests rarely do)."""
+    for name, size in (("step_ids", steps), ("prompt_ids", prompts)):
+        cached = getattr(encoder, name, None)
+        info = getattr(cached, "cache_info", None)
+        if info is not None and (info().maxsize is None or info().maxsize > size):
+            setattr(encoder, name, lru_cache(maxsize=size)(cached.__wrapped__))
 
 
 class ScorerBackend:
@@ -27,6 +79,8 @@ class ScorerBackend:
         self.policy_tokenizer = policy_tokenizer
         self.aggregation = aggregation
         self.tokenizer = scorer.model.tokenizer
+        self.overhead = format_overhead(scorer)
+        bound_caches(scorer.encoder)
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, *, token_budget: int = 16384,
@@ -39,23 +93,20 @@ class ScorerBackend:
                                         device=device, share_prefixes=share_prefixes)
         return cls(scorer, policy_tokenizer=policy_tokenizer, aggregation=aggregation)
 
-    def count_tokens(self, items: Sequence[Item]) -> list[int]:
-        """Tokens of prompt + completion (a close estimate of what one forward reads); when
-        the scorer shares prefixes, a prompt repeated within `items` counts once."""
-        enc = self.tokenizer([it.prompt + (it.completion or "") for it in items],
-                             add_special_tokens=False)["input_ids"]
-        counts = [len(ids) for ids in enc]
-        if not getattr(self.scorer, "shares_prefixes", False):
-            return counts
-        prompts = list(dict.fromkeys(it.prompt for it in items))
-        enc = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
-        prompt_tokens = dict(zip(prompts, map(len, enc), strict=True))
+    def token_bounds(self, items: Sequence[Item]) -> list[int]:
+        """An upper bound on the tokens the PRM reads of each item (module docstring),
+        without tokenising; when the scorer shares prefixes, a prompt repeated within
+        `items` counts once."""
+        sharing = getattr(self.scorer, "shares_prefixes", False)
         seen: set[str] = set()
-        for i, it in enumerate(items):
-            if it.prompt in seen:
-                counts[i] = max(1, counts[i] - prompt_tokens[it.prompt])
-            seen.add(it.prompt)
-        return counts
+        out = []
+        for it in items:
+            n = self.overhead + utf8_length(it.completion or "")
+            if not (sharing and it.prompt in seen):
+                n += utf8_length(it.prompt)
+                seen.add(it.prompt)
+            out.append(n)
+        return out
 
     def score(self, items: Sequence[Item]) -> list[CompletionRewards]:
         """Step rewards of `items` in order: one call of the contract for the items without

@@ -1,22 +1,29 @@
 """The batching engine: owns the model's score function and a bounded queue.
 
-Requests from many clients wait in one queue; a single batching task takes them in
-arrival order into token-budgeted batches, runs the score function on a worker thread and
-hands each request its own results, in its own order. While one batch runs, the next one
-gathers, so a busy server needs no waiting at all. A batch that finds the queue empty
-waits at most `max_wait_ms` for more, and only while requests have been arriving more
-often than that (a lone client is never kept waiting).
+Requests from many clients wait in one queue; a single batching task forms batches of at
+most `token_budget` tokens, runs the score function on a worker thread and hands each
+request its own results, in its own order. A request larger than one batch is split: each
+batch takes items from the waiting requests in turn, least recently served first (a new
+request counts as served just before the batch running when it arrived), so a small
+request waits for at most the batch running when it came, and a large one is served at
+least every other batch. A single item over the budget runs alone. While one batch runs,
+the next one gathers; a batch that finds the queue empty waits at most `max_wait_ms` for
+more, and only while requests have been arriving more often than that (a lone client is
+never kept waiting).
 
-A large request's tokens are counted on a worker thread before it is queued, so counting
-it never stalls the event loop (health checks, other requests).
+Tokens are what the count function says: the server's counts an upper bound from the
+texts' bytes (ScorerBackend.token_bounds), so nothing is tokenised before it is scored,
+and each item is tokenised once, in its batch. A large request is counted on a worker
+thread, so counting it never stalls the event loop.
 
-Backpressure lives here, not in the routes: a request that would take the queue past
-`max_queue_items` completions raises `Overloaded` (with a Retry-After estimate), one
-larger than the queue could ever hold raises `TooLarge`. A request whose client went
-away (its future cancelled) is dropped before its batch runs, or its results are
-discarded after; the other requests of the batch are unaffected. A batch whose score
-function raises is scored again request by request, so one bad request fails alone.
-`close()` refuses new requests and finishes every queued and running batch.
+Backpressure lives here, not in the routes: a request over `max_request_tokens` tokens or
+`max_queue_items` completions raises `TooLarge`; one that would take the queue past
+`max_queue_items` completions or `max_queue_tokens` tokens raises `Overloaded` (with a
+Retry-After estimate). A request whose client went away (its future cancelled) leaves the
+queue at once, and its results are discarded; the other requests of a batch are
+unaffected. A batch whose score function raises is scored again request by request, so
+one bad request fails alone (a split request then fails whole). `close()` refuses new
+requests and finishes every queued and running batch.
 """
 
 from __future__ import annotations
@@ -25,13 +32,13 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prmkit.errors import PrmkitError
+from prmkit.rewards.serving.batching import Chunk, Job, Rotation
 
 log = logging.getLogger("prmkit.rewards.serving")
 
@@ -49,7 +56,7 @@ class Item:
 
 # score_fn(items) -> one result per item, in order (runs on the engine's worker thread)
 ScoreFn = Callable[[Sequence[Item]], list[Any]]
-# count_tokens(items) -> the model's token count of each item (for the token budget)
+# count_tokens(items) -> each item's tokens for the budgets (the server's: an upper bound)
 CountFn = Callable[[Sequence[Item]], list[int]]
 
 
@@ -69,43 +76,40 @@ class Overloaded(EngineError):
 
 
 class TooLarge(EngineError):
-    """A request with more completions than the queue holds (HTTP 413)."""
+    """A request over the per-request caps (HTTP 413)."""
 
 
 class ShuttingDown(Overloaded):
     """The server is stopping and takes no new requests (HTTP 503)."""
 
 
-@dataclass
-class Job:
-    items: list[Item]
-    tokens: int
-    future: asyncio.Future
-    enqueued: float = field(default_factory=time.monotonic)
-
-
 @dataclass(frozen=True)
 class EngineSettings:
-    token_budget: int = 16384  # tokens (prompt + completion) per batch, a lone request excepted
+    token_budget: int = 16384  # tokens per batch (an item over it runs alone)
     max_wait_ms: float = 5.0  # how long a batch waits for more requests (see above)
-    max_queue_items: int = 4096  # completions waiting at most; beyond: 503
+    max_queue_items: int = 4096  # completions waiting at most, and per request; beyond: 503/413
     max_batch_requests: int | None = None  # 1: one request, one forward (no coalescing)
+    max_request_tokens: int = 16 << 20  # tokens in one request; beyond: 413
+    max_queue_tokens: int = 64 << 20  # tokens waiting at most; beyond: 503
 
     def __post_init__(self):
-        if self.token_budget < 1:
-            raise EngineError(f"token_budget must be positive, got {self.token_budget}")
+        for name in ("token_budget", "max_queue_items", "max_request_tokens",
+                     "max_queue_tokens"):
+            if getattr(self, name) < 1:
+                raise EngineError(f"{name} must be positive, got {getattr(self, name)}")
         if not (math.isfinite(self.max_wait_ms) and self.max_wait_ms >= 0):
             raise EngineError(f"max_wait_ms must be a non-negative number, got {self.max_wait_ms}")
-        if self.max_queue_items < 1:
-            raise EngineError(f"max_queue_items must be positive, got {self.max_queue_items}")
         if self.max_batch_requests is not None and self.max_batch_requests < 1:
             raise EngineError(f"max_batch_requests must be positive, got {self.max_batch_requests}")
+        if self.max_request_tokens > self.max_queue_tokens:
+            raise EngineError(f"max_request_tokens ({self.max_request_tokens}) is more than the "
+                              f"queue holds (max_queue_tokens {self.max_queue_tokens})")
 
 
 class Observer:
     """What the engine reports (the metrics module implements it; this one ignores all)."""
 
-    def queue_changed(self, requests: int, items: int) -> None: ...
+    def queue_changed(self, requests: int, items: int, tokens: int = 0) -> None: ...
     def batch_done(self, requests: int, items: int, tokens: int, seconds: float) -> None: ...
     def cancelled(self, requests: int) -> None: ...
 
@@ -119,9 +123,7 @@ class RewardEngine:
         self.count_tokens = count_tokens
         self.settings = settings or EngineSettings()
         self.observer = observer or Observer()
-        self._queue: deque[Job] = deque()
-        self._queued_items = 0
-        self._queued_tokens = 0
+        self._queue = Rotation()
         self._arrived: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
@@ -153,42 +155,56 @@ class RewardEngine:
 
     @property
     def queue_depth(self) -> tuple[int, int]:
-        """(requests, completions) waiting."""
-        return len(self._queue), self._queued_items
+        """(requests, completions) waiting (a split request counts while any item waits)."""
+        return len(self._queue), self._queue.items
+
+    @property
+    def queued_tokens(self) -> int:
+        return self._queue.tokens
 
     # ---- submitting -----------------------------------------------------------------------
-    def _check_room(self, n: int) -> None:
-        cap = self.settings.max_queue_items
-        if n > cap:
-            raise TooLarge(f"{n} completions in one request; this server takes at most {cap}")
+    def _check_room(self, n: int, tokens: int) -> None:
+        s, q = self.settings, self._queue
+        if n > s.max_queue_items:
+            raise TooLarge(f"{n} completions in one request; this server takes at most "
+                           f"{s.max_queue_items}")
+        if tokens > s.max_request_tokens:
+            raise TooLarge(f"{tokens} tokens in one request (counted by their upper bound, the "
+                           f"texts' UTF-8 bytes); this server takes at most "
+                           f"{s.max_request_tokens}")
         if self._closing or self._task is None:
             raise ShuttingDown("the server is shutting down", retry_after=1)
-        if self._queued_items + n > cap:
-            raise Overloaded(f"queue full ({self._queued_items} completions waiting)",
+        if q.items + n > s.max_queue_items:
+            raise Overloaded(f"queue full ({q.items} completions waiting)",
+                             retry_after=self.retry_after())
+        if q.tokens + tokens > s.max_queue_tokens:
+            raise Overloaded(f"queue full ({q.tokens} tokens waiting)",
                              retry_after=self.retry_after())
 
     async def enqueue(self, items: Sequence[Item]) -> asyncio.Future:
-        """Queue one request's items; the future resolves to their results in order.
-        Raises TooLarge, Overloaded or ShuttingDown (nothing is queued then): at once, and
-        again after the tokens of a request over INLINE_COUNT_CHARS are counted on a worker
-        thread, so that a large request holds up no other (the event loop goes on serving
-        meanwhile; it joins the queue once counted)."""
+        """Queue one request's items; the future resolves to their results in order
+        (cancelling it takes the request out of the queue). Raises TooLarge, Overloaded or
+        ShuttingDown (nothing is queued then): at once, and again once the tokens are
+        counted (on a worker thread for a request over INLINE_COUNT_CHARS, so that a large
+        request holds up no other; it joins the queue once counted)."""
         items = list(items)
-        self._check_room(len(items))
+        self._check_room(len(items), 0)
         future = asyncio.get_running_loop().create_future()
         if not items:
             future.set_result([])
             return future
         if sum(len(it.prompt) + len(it.completion or "") for it in items) <= INLINE_COUNT_CHARS:
-            tokens = sum(self.count_tokens(items))
+            tokens = list(self.count_tokens(items))
         else:
-            tokens = sum(await asyncio.to_thread(self.count_tokens, items))
-            self._check_room(len(items))
+            tokens = list(await asyncio.to_thread(self.count_tokens, items))
+        if len(tokens) != len(items):
+            raise EngineError(f"the count function gave {len(tokens)} counts for "
+                              f"{len(items)} completions")
+        self._check_room(len(items), sum(tokens))
         self._note_arrival()
-        self._queue.append(Job(items, tokens, future))
-        self._queued_items += len(items)
-        self._queued_tokens += tokens
-        self.observer.queue_changed(len(self._queue), self._queued_items)
+        job = self._queue.add(items, tokens, future)
+        future.add_done_callback(lambda f: f.cancelled() and self._drop(job))
+        self._report_queue()
         self._arrived.set()
         return future
 
@@ -204,14 +220,25 @@ class RewardEngine:
         """Seconds until the queue has drained at the recent speed (1 to 60)."""
         if self._tokens_per_s <= 0:
             return 1
-        return max(1, min(60, math.ceil(self._queued_tokens / self._tokens_per_s)))
+        return max(1, min(60, math.ceil(self._queue.tokens / self._tokens_per_s)))
 
     # ---- the batching task ----------------------------------------------------------------
-    def _pop(self) -> Job:
-        job = self._queue.popleft()
-        self._queued_items -= len(job.items)
-        self._queued_tokens -= job.tokens
-        return job
+    def _report_queue(self) -> None:
+        q = self._queue
+        self.observer.queue_changed(len(q), q.items, q.tokens)
+
+    def _drop(self, job: Job) -> None:
+        """The client went away: out of the queue, counted once."""
+        if not job.dropped:
+            job.dropped = True
+            self._queue.remove(job)
+            self.observer.cancelled(1)
+            self._report_queue()
+
+    def _fail(self, job: Job, error: BaseException) -> None:
+        self._queue.remove(job)
+        if not job.future.done():
+            job.future.set_exception(error)
 
     async def _wait_arrival(self, timeout: float | None) -> None:
         self._arrived.clear()
@@ -223,31 +250,25 @@ class RewardEngine:
         except TimeoutError:
             pass
 
-    async def _next_batch(self) -> list[Job] | None:
-        """The next batch in arrival order, or None once closing with nothing queued."""
+    async def _next_batch(self) -> list[Chunk] | None:
+        """The next batch (see batching.Rotation), or None once closing with nothing queued."""
         while not self._queue:
             if self._closing:
                 return None
             await self._wait_arrival(None)
         s = self.settings
-        batch = [self._pop()]
-        tokens = batch[0].tokens
+        self._queue.start_batch()
+        batch: list[Chunk] = []
+        tokens, full = self._queue.take(batch, 0, s.token_budget, s.max_batch_requests)
         deadline = time.monotonic() + s.max_wait_ms / 1000
-        while tokens < s.token_budget:
-            if s.max_batch_requests is not None and len(batch) >= s.max_batch_requests:
+        while not full:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closing or not self._arrivals_expected():
                 break
-            if not self._queue:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._closing or not self._arrivals_expected():
-                    break
-                await self._wait_arrival(left)
-                continue
-            if tokens + self._queue[0].tokens > s.token_budget:
-                break
-            job = self._pop()
-            batch.append(job)
-            tokens += job.tokens
-        self.observer.queue_changed(len(self._queue), self._queued_items)
+            await self._wait_arrival(left)
+            tokens, full = self._queue.take(batch, tokens, s.token_budget,
+                                            s.max_batch_requests)
+        self._report_queue()
         return batch
 
     async def _run(self) -> None:
@@ -259,19 +280,16 @@ class RewardEngine:
                 await self._run_batch(batch)
             except Exception as e:  # a bug here must not leave requests waiting forever
                 log.exception("a batch failed outside the score function")
-                for j in batch:
-                    if not j.future.done():
-                        j.future.set_exception(e)
+                for c in batch:
+                    self._fail(c.job, e)
 
-    async def _run_batch(self, batch: list[Job]) -> None:
+    async def _run_batch(self, batch: list[Chunk]) -> None:
         loop = asyncio.get_running_loop()
-        live = [j for j in batch if not j.future.done()]  # drop requests whose client left
-        if len(live) < len(batch):
-            self.observer.cancelled(len(batch) - len(live))
+        live = [c for c in batch if not c.job.future.done()]  # clients that left are gone
         if not live:
             return
-        items = [it for j in live for it in j.items]
-        tokens = sum(j.tokens for j in live)
+        items = [it for c in live for it in c.items]
+        tokens = sum(c.tokens for c in live)
         start = time.monotonic()
         try:
             results = await loop.run_in_executor(self._executor, self.score_fn, items)
@@ -282,40 +300,42 @@ class RewardEngine:
             await self._score_alone(live, e)
         else:
             offset = 0
-            for j in live:
-                self._resolve(j, results[offset: offset + len(j.items)])
-                offset += len(j.items)
+            for c in live:
+                self._deliver(c, results[offset: offset + c.end - c.start])
+                offset += c.end - c.start
         seconds = time.monotonic() - start
         self._note_speed(tokens, seconds)
         self.batches_run += 1
-        self.observer.batch_done(len(live), len(items), tokens, seconds)
+        self.observer.batch_done(len(live), sum(c.end - c.start for c in live), tokens, seconds)
 
-    async def _score_alone(self, jobs: list[Job], error: Exception) -> None:
-        """After a failed batch: each request on its own, so that only a bad one fails."""
+    async def _score_alone(self, chunks: list[Chunk], error: Exception) -> None:
+        """After a failed batch: each request's part on its own, so only a bad one fails."""
         loop = asyncio.get_running_loop()
-        if len(jobs) == 1:
+        if len(chunks) == 1:
             log.error("scoring a request failed: %s", error)
-            if not jobs[0].future.done():
-                jobs[0].future.set_exception(error)
+            self._fail(chunks[0].job, error)
             return
-        log.warning("a batch of %d requests failed (%s); scoring them one by one", len(jobs), error)
-        for j in jobs:
-            if j.future.done():
+        log.warning("a batch of %d requests failed (%s); scoring them one by one", len(chunks),
+                    error)
+        for c in chunks:
+            if c.job.future.done():
                 continue
             try:
-                results = await loop.run_in_executor(self._executor, self.score_fn, j.items)
+                results = await loop.run_in_executor(self._executor, self.score_fn, c.items)
             except Exception as e:  # noqa: BLE001
                 log.error("scoring a request failed: %s", e)
-                if not j.future.done():
-                    j.future.set_exception(e)
+                self._fail(c.job, e)
             else:
-                self._resolve(j, results)
+                self._deliver(c, results)
 
-    def _resolve(self, job: Job, results: list[Any]) -> None:
+    def _deliver(self, chunk: Chunk, results: list[Any]) -> None:
+        job = chunk.job
         if job.future.done():  # the client went away while its batch ran
-            self.observer.cancelled(1)
             return
-        job.future.set_result(results)
+        job.results[chunk.start: chunk.end] = results
+        job.finished += chunk.end - chunk.start
+        if job.finished == len(job.items):
+            job.future.set_result(job.results)
 
     def _note_arrival(self) -> None:
         now = time.monotonic()

@@ -1,11 +1,13 @@
 """Prometheus metrics of the reward server (prometheus_client, one registry per app).
 
-    prmkit_reward_queue_requests / prmkit_reward_queue_completions   waiting now (gauges)
+    prmkit_reward_queue_requests / _queue_completions / _queue_tokens  waiting now (gauges)
     prmkit_reward_batch_completions / _batch_requests / _batch_tokens  per batch (histograms)
     prmkit_reward_batch_seconds                                       forward time per batch
     prmkit_reward_request_seconds{route}                              latency of answered requests
     prmkit_reward_requests_total{route,status}                        every answer, by HTTP status
     prmkit_reward_cancelled_total                                     requests whose client left
+    prmkit_reward_connections_closed_total{reason}                    closed by the limits:
+        header_timeout, body_timeout, write_timeout, evicted, refused (connections)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class ServerMetrics(Observer):
         self.queue_requests = Gauge("prmkit_reward_queue_requests", "Requests waiting", registry=r)
         self.queue_items = Gauge("prmkit_reward_queue_completions", "Completions waiting",
                                  registry=r)
+        self.queue_tokens = Gauge("prmkit_reward_queue_tokens",
+                                  "Tokens waiting (by their upper bound)", registry=r)
         self.batch_items = Histogram("prmkit_reward_batch_completions", "Completions per batch",
                                      buckets=SIZE_BUCKETS, registry=r)
         self.batch_requests = Histogram("prmkit_reward_batch_requests", "Requests per batch",
@@ -42,11 +46,15 @@ class ServerMetrics(Observer):
         self.cancelled_requests = Counter("prmkit_reward_cancelled",
                                           "Requests dropped because their client went away",
                                           registry=r)
+        self.closed = Counter("prmkit_reward_connections_closed",
+                              "Connections closed by the server's limits", ["reason"],
+                              registry=r)
 
     # Observer (called by the engine)
-    def queue_changed(self, requests: int, items: int) -> None:
+    def queue_changed(self, requests: int, items: int, tokens: int = 0) -> None:
         self.queue_requests.set(requests)
         self.queue_items.set(items)
+        self.queue_tokens.set(tokens)
 
     def batch_done(self, requests: int, items: int, tokens: int, seconds: float) -> None:
         self.batch_requests.observe(requests)
@@ -56,6 +64,9 @@ class ServerMetrics(Observer):
 
     def cancelled(self, requests: int) -> None:
         self.cancelled_requests.inc(requests)
+
+    def connection_closed(self, reason: str) -> None:  # connections.Observer
+        self.closed.labels(reason=reason).inc()
 
     # the routes
     def answered(self, route: str, status: int, seconds: float | None = None) -> None:

@@ -17,7 +17,8 @@ policy tokenizer does not have, or that do not decode to their completion, get a
 the item.
 
 `prepare_openrlhf` and `prepare_steps` parse and check a body (CPU work, run off the event
-loop by the app).
+loop by the app, a piece at a time: `jsonbody`); a list longer than a request may hold is
+refused (413) as soon as its parse reaches that length.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from prmkit.rewards.contract import END_TOKENS, CompletionRewards, PolicyTokens, response_text
-from prmkit.rewards.serving.engine import Item
+from prmkit.rewards.serving import jsonbody
+from prmkit.rewards.serving.engine import Item, TooLarge
 
 
 class BadField(ValueError):
@@ -84,9 +86,18 @@ def validation_problem(error: ValidationError) -> BadField:
     return BadField(field_name(loc), first["msg"])
 
 
-def parse(model: type[BaseModel], body: bytes) -> BaseModel:
+def parse(model: type[BaseModel], body: bytes | Sequence[bytes],
+          max_entries: int | None = None) -> BaseModel:
+    """`body` (bytes or its chunks) as `model`; its lists may hold at most `max_entries`
+    (TooLarge, checked as they are parsed: see jsonbody)."""
     try:
-        return model.model_validate_json(body)
+        data = jsonbody.loads(body, max_entries)
+    except jsonbody.TooManyEntries as e:
+        raise TooLarge(f"{e.key} {e}") from None
+    except (jsonbody.BadJSON, UnicodeDecodeError) as e:
+        raise BadField("body", f"not UTF-8 JSON: {e}") from None
+    try:
+        return model.model_validate(data)
     except ValidationError as e:
         raise validation_problem(e) from None
 
@@ -154,14 +165,15 @@ def step_items(req: StepRewardsRequest, rules: TextRules,
     return items
 
 
-def prepare_openrlhf(body: bytes, rules: TextRules) -> tuple[OpenRLHFRequest, list[Item]]:
-    req = parse(OpenRLHFRequest, body)
+def prepare_openrlhf(body: bytes | Sequence[bytes], rules: TextRules,
+                     max_entries: int | None = None) -> tuple[OpenRLHFRequest, list[Item]]:
+    req = parse(OpenRLHFRequest, body, max_entries)
     return req, openrlhf_items(req, rules)
 
 
-def prepare_steps(body: bytes, rules: TextRules, policy: PolicyTokens | None
-                  ) -> tuple[StepRewardsRequest, list[Item]]:
-    req = parse(StepRewardsRequest, body)
+def prepare_steps(body: bytes | Sequence[bytes], rules: TextRules, policy: PolicyTokens | None,
+                  max_entries: int | None = None) -> tuple[StepRewardsRequest, list[Item]]:
+    req = parse(StepRewardsRequest, body, max_entries)
     return req, step_items(req, rules, policy)
 
 
