@@ -87,6 +87,11 @@ def test_score_checks_input_schema_before_loading_model(tmp_path, capsys, no_mod
     ["train", "--config", str(TINY_RECIPE), "output_dir={out}"],
     ["export", "vllm", "--model", "nowhere", "-o", "{out}"],
     ["eval", "search", "--results", "nowhere.jsonl", "--out-dir", "{out}"],
+    ["eval", "steps", "--predictions", "nowhere.jsonl", "--plot", "{out}"],
+    ["data", "fetch", "--from", "nowhere", "--dest", "{out}"],
+    ["active", "run", "--config", str(ROOT / "recipes" / "active_smollm2_small.yaml"),
+     "output_dir={out}"],
+    ["demo", "--experiment", "base-skill", "--quick", "--out", "{out}"],
 ])
 def test_every_writing_command_exits_2_on_an_output_under_a_file(argv, tmp_path, capsys,
                                                                  no_model_loading):

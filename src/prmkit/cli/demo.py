@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from pathlib import Path
 
 # name: (module of prmkit.demo.recipes, its report folder under --out)
 RECIPES = {
@@ -108,9 +107,13 @@ def build_config(name: str, args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from prmkit.data.paths import check_output_location
+
     names = GROUPS.get(args.experiment, (args.experiment,))
     configs = {name: build_config(name, args) for name in names}  # refused before any runs
-    out = Path(args.out)
+    # the report folder is written again by each run (models are cached under work/ by
+    # their settings, so a run continues); that it can be written is checked first
+    out = check_output_location(args.out, folder=True)
     for name, cfg in configs.items():
         recipe(name).run(cfg, out / RECIPES[name][1], out / "work")
     return 0
