@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -48,10 +49,11 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 def start_server(model_dir: Path, port: int, log_path: Path) -> subprocess.Popen:
-    """A vLLM OpenAI-compatible server on 127.0.0.1, in its own process group, ready."""
+    """A vLLM OpenAI-compatible server on 127.0.0.1, in its own process group, ready: the
+    command docs/generation.md gives, as server_command builds it (its KV cache size)."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            server_command(str(model_dir), port, extra=("--gpu-memory-utilization", "0.3")),
+            server_command(str(model_dir), port),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "VLLM_LOGGING_LEVEL": "INFO", "VLLM_CONFIGURE_LOGGING": "1"})
     deadline = time.monotonic() + 240
@@ -106,8 +108,10 @@ def test_real_vllm_server_samples_repeatably_by_seed_and_unreachable_after_it_st
         stop_server(proc)
 
     # the worker process imported the extension that asks for AMX state (vLLM logs it there)
-    assert "Injected <class 'prmkit.generation.vllm_cpu.AmxTilePermission'>" in log.read_text(
-        errors="replace")
+    server_log = log.read_text(errors="replace")
+    assert "Injected <class 'prmkit.generation.vllm_cpu.AmxTilePermission'>" in server_log
+    # the KV cache is the command's 1 GiB, not vLLM's share of the machine's memory
+    assert re.search(r"Explicitly set \(1(\.0+)?/[\d.]+\) GiB for KV cache", server_log)
     texts = [[c.text for c in o.completions] for o in first]
     assert [o.key for o in first] == ["p0", "p1", "p2", "p3", "c"]
     assert all(len(t) == r.n for t, r in zip(texts, reqs + [chat]))

