@@ -8,7 +8,7 @@ from pathlib import Path
 import prmkit
 
 LAYERS = [
-    {"errors", "__init__"},
+    {"errors", "progress", "__init__"},
     {"data"},
     {"grading"},
     {"models"},

@@ -2,6 +2,7 @@
 and the training bar's figures name the step they were measured at."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ def test_long_final_eval_says_the_model_is_saved_and_shows_its_size_and_progress
     assert f"final evaluation on 80 held-out examples ({stats['eval_rows']} rows, " \
            f"{stats['eval_tokens']:,} tokens; about" in notice
     assert "eval_max_examples=N limits it, final_eval=false skips it" in notice
-    assert "final eval: 100%" in err  # its own progress bar, run to the end
+    # its own progress (lines in a log: prmkit.progress), run to the end
+    assert re.search(r"^final eval: (\d+) of \1 \(100%\)", err, re.M)
 
 
 def test_eval_max_examples_evaluates_a_seeded_subset(tmp_path, examples):
@@ -75,17 +77,17 @@ def test_final_eval_false_skips_the_evaluation_and_keeps_the_model(tmp_path, exa
 
 def test_training_bar_figures_name_the_step_they_were_measured_at(tmp_path, examples,
                                                                   monkeypatch):
-    import tqdm.auto
+    from prmkit import progress
 
     shown = []  # (steps done, postfix) after every update of the training bar
 
-    class Recording(tqdm.auto.tqdm):
+    class Recording(progress.LogLines):  # the bar's form in a log (pytest's capture)
         def update(self, n=1):
             super().update(n)
             if self.desc == "train":
                 shown.append((self.n, self.postfix))
 
-    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    monkeypatch.setattr(progress, "LogLines", Recording)
     train(_config(tmp_path, examples, progress=True, max_steps=5, log_every=3))
     # measured at step 1 (the first), 3 (log_every) and 5 (the last); shown in between
     assert [(n, p.rsplit("(", 1)[1]) for n, p in shown] == [

@@ -96,6 +96,12 @@ def cmd_bon(args) -> int:
     return 0
 
 
+def _model_progress(args) -> bool:
+    """Scoring with a model takes minutes: a bar on a terminal, lines in a log or a pipe
+    (prmkit.progress); none with --json."""
+    return not args.json
+
+
 def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, list[str]]],
                       args):
     """Step probabilities per id from a trained model via prmkit.scoring.Scorer (None for a
@@ -107,7 +113,7 @@ def _score_with_model(model_dir: str, problems_and_steps: dict[str, tuple[str, l
                                     attn_implementation=args.attn_implementation,
                                     **prm_load_options(args))
     ids = list(problems_and_steps)
-    probs = scorer.score([problems_and_steps[i] for i in ids], progress=show_progress(args))
+    probs = scorer.score([problems_and_steps[i] for i in ids], progress=_model_progress(args))
     return dict(zip(ids, probs))
 
 
@@ -240,7 +246,7 @@ def cmd_steps(args) -> int:
                                     args.bins, args.batch_tokens, device=args.device,
                                     attn_implementation=args.attn_implementation,
                                     limit=args.limit, seed=args.seed,
-                                    progress=show_progress(args), **prm_load_options(args))
+                                    progress=_model_progress(args), **prm_load_options(args))
         if args.plot:
             plot_calibration(result["calibration"], args.plot)
         emit(result, args, eval_summary.steps)

@@ -366,10 +366,11 @@ class Scorer:
                     progress: bool = False) -> Iterator[SolutionScores]:
         """Stream `SolutionScores` in input order, sorting and batching `chunk_size` items
         at a time (memory stays bounded for any number of items)."""
-        from tqdm import tqdm
+        from prmkit.progress import progress_bar
 
         total = len(items) if hasattr(items, "__len__") else None
-        with tqdm(total=total, desc="scoring", unit="solution", disable=not progress) as bar:
+        with progress_bar(total=total, desc="scoring", unit="solution",
+                          enabled=progress) as bar:
             chunk: list[Any] = []
             for item in items:
                 chunk.append(item)

@@ -136,17 +136,17 @@ def predict_rows(model, rows: Sequence[PackedRow], pad_id: int, batch_tokens: in
                  max_rows: int | None = None, bf16: bool | str = "auto",
                  device: torch.device | str = "cpu", progress: bool = False,
                  desc: str = "predicting") -> RowPredictions:
-    """Forward every row (token-budget batches) and read the labelled positions."""
-    from tqdm import tqdm
-
+    """Forward every row (token-budget batches) and read the labelled positions; with
+    `progress`, a bar on a terminal, lines in a log (prmkit.progress)."""
     from prmkit.models.precision import use_bf16
+    from prmkit.progress import progress_bar
 
     device = torch.device(device)
     bf16 = use_bf16(bf16, device)
     model.eval()
     probs, truth, weights, losses = [], [], [], []
     batches = token_batches([len(r) for r in rows], batch_tokens, max_rows)
-    for b in tqdm(batches, desc=desc, unit="batch", disable=not progress):
+    for b in progress_bar(batches, desc=desc, unit="batch", enabled=progress):
         batch = collate([rows[r] for r in b], pad_id).to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(batch.input_ids, batch.label_positions, batch.attention_mask,

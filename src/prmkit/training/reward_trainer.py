@@ -444,7 +444,8 @@ class RewardTrainer:
         self._log(run.metrics_path, {"type": "train", **last})
         meter.restart(now)
         if progress is not None:
-            progress.set_postfix_str(held_out.train_postfix(run.step, last_loss, tps))
+            progress.set_postfix_str(held_out.train_postfix(run.step, last_loss, tps),
+                                     refresh=False)  # shown by the step's update
         return last
 
     def _evaluate_and_save(self, run: _Run) -> None:
@@ -503,10 +504,10 @@ class RewardTrainer:
             # Each forward gathers weights from every process: all run the same number of
             # batches (a spare one repeats the first batch, and is dropped).
             forward, preds = dist.WrappedForward(model, acc.unwrap_model(model)), []
-            from tqdm.auto import trange
+            from prmkit.progress import progress_bar
 
-            for i in trange(math.ceil(len(batches) / acc.num_processes), desc=desc,
-                            unit="batch", disable=not show):
+            for i in progress_bar(range(math.ceil(len(batches) / acc.num_processes)),
+                                  desc=desc, unit="batch", enabled=show):
                 b = mine[i] if i < len(mine) else batches[0]
                 p = predict_rows(forward, [rows[r] for r in b], pad_id, cfg.batch_tokens,
                                  cfg.max_rows, bf16, acc.device)
@@ -551,9 +552,12 @@ class RewardTrainer:
     def _progress(self, total: int, initial: int):
         if not self.config.progress or not self.accelerator.is_main_process:
             return None
-        from tqdm.auto import tqdm
+        from prmkit.progress import progress_bar
 
-        return tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
+        # a bar on a terminal; in a log, a line as soon as the first step is done (steps,
+        # tokens/s, time left), then every prmkit.progress.LOG_INTERVAL_S seconds
+        return progress_bar(total=total, initial=initial, desc="train", unit="step",
+                            dynamic_ncols=True)
 
     def _log(self, path: Path, record: dict) -> None:
         if self.accelerator.is_main_process:
