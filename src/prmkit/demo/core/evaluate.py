@@ -13,6 +13,7 @@ from prmkit.demo import world
 from prmkit.demo.core.config import DemoConfig
 from prmkit.demo.core.scores import cached_scores, checked_pools, world_clusterer
 from prmkit.demo.core.seed import SeedModels, SeedWorld, seed_models, seed_world
+from prmkit.demo.core.stages import stage
 from prmkit.demo.world.error_kinds import kind_report, pick_indices
 from prmkit.evaluation import auroc as step_auroc
 from prmkit.evaluation import bon_curves, calibration_bins
@@ -28,7 +29,8 @@ def seed_test_scores(models: SeedModels, sw: SeedWorld, progress: bool,
     settings)."""
     problems, pools = sw.problems_and_pools(split)
     return {kind: cached_scores(models.folder / f"{kind}_{split}_scores.json",
-                                getattr(models, f"{kind}_dir"), pools, problems, progress)
+                                getattr(models, f"{kind}_dir"), pools, problems, progress,
+                                stage_name=f"scoring {split} ({kind.upper()})")
             for kind in ("prm", "orm")}
 
 
@@ -41,7 +43,8 @@ def hard_set_scores(models: SeedModels, sw: SeedWorld, cfg: DemoConfig,
     for kind in ("prm", "orm"):
         scored = cached_scores(models.folder / f"{kind}_hard{cfg.hard_share}_scores.json",
                                getattr(models, f"{kind}_dir"), [sw.hard_pools[i] for i in changed],
-                               [sw.hard[i] for i in changed], cfg.progress)
+                               [sw.hard[i] for i in changed], cfg.progress,
+                               stage_name=f"scoring hard ({kind.upper()})")
         out[kind] = list(test_scores[kind])
         for i, problem_scores in zip(changed, scored, strict=True):
             out[kind][i] = problem_scores
@@ -65,20 +68,25 @@ def run_seed(seed: int, cfg: DemoConfig, work: Path) -> dict:
     and hard sets where the settings ask for them, with the backbone's loss and the
     examples."""
     t0 = time.perf_counter()
-    sw = seed_world(seed, cfg)
+    with stage("world"):
+        sw = seed_world(seed, cfg)
     models = seed_models(seed, cfg, work, sw)
     scores = seed_test_scores(models, sw, cfg.progress)
-    result = evaluate_seed(seed, cfg, sw.splits.test, sw.test_pools, scores["prm"],
-                           scores["orm"])
-    for split, ns in (("ood", ood_ns(cfg)), ("hard", cfg.ns)):
-        problems, pools = sw.problems_and_pools(split)
-        if not problems:
-            continue
-        scored = (hard_set_scores(models, sw, cfg, scores) if split == "hard"
-                  else seed_test_scores(models, sw, cfg.progress, split))
-        full = evaluate_seed(seed, replace(cfg, ns=ns), problems, pools, scored["prm"],
-                             scored["orm"])
-        result[split] = {k: full[k] for k in SET_KEEP}
+    sets = [(split, ns) for split, ns in (("ood", ood_ns(cfg)), ("hard", cfg.ns))
+            if sw.problems_and_pools(split)[0]]
+    scored_sets = {split: hard_set_scores(models, sw, cfg, scores) if split == "hard"
+                   else seed_test_scores(models, sw, cfg.progress, split) for split, _ in sets}
+    with stage("evaluation", total=1 + len(sets), unit="sets") as st:
+        result = evaluate_seed(seed, cfg, sw.splits.test, sw.test_pools, scores["prm"],
+                               scores["orm"])
+        st.update()
+        for split, ns in sets:
+            problems, pools = sw.problems_and_pools(split)
+            scored = scored_sets[split]
+            full = evaluate_seed(seed, replace(cfg, ns=ns), problems, pools, scored["prm"],
+                                 scored["orm"])
+            result[split] = {k: full[k] for k in SET_KEEP}
+            st.update()
     if sw.hard:
         result["hard"]["hard_problems"] = sum(map(world.is_hard, sw.hard))
     result.update(lm_loss=models.lm_losses, train_examples=models.train_examples,

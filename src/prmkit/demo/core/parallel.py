@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from prmkit.demo.core import stages
 from prmkit.demo.core.config import DemoConfig, torch_settings
 from prmkit.errors import PrmkitError
 
@@ -45,45 +47,63 @@ def seed_workers(cfg: DemoConfig) -> int:
 
 
 def map_seeds(fn: Callable, cfg: DemoConfig, work: Path,
-              line: Callable[[int, Any], str] | None = None) -> list:
+              line: Callable[[int, Any], str] | None = None,
+              shares: dict[str, float] | None = None) -> list:
     """`fn(seed, cfg, work)` for each of `cfg.seeds`, in their order (a repeated seed runs
-    once), and `line(seed, result)` printed as each seed ends. With several workers `fn`
-    must be a module-level function; each process runs without progress bars and writes
-    its output to `work/seed<s>/output.log`, under one bar of finished seeds."""
+    once), and `line(seed, result)` printed as each seed ends. Each seed's stages are
+    reported as lines (`prmkit.demo.core.stages`; `shares`: each stage's share of a seed's
+    time, for an estimate of what remains of the run). With several workers `fn` must be a
+    module-level function; each process runs without progress bars and writes its output to
+    `work/seed<s>/output.log`, its stages' lines sent to this process and printed here."""
     seeds = list(dict.fromkeys(cfg.seeds))
     workers = seed_workers(cfg)
     done: dict = {}
     if workers == 1:
+        stages.expect(seeds, shares)
         with torch_settings(cfg.threads):
             for s in seeds:
-                done[s] = fn(s, cfg, work)
+                with stages.for_seed(s):
+                    done[s] = fn(s, cfg, work)
                 if line is not None:
                     print(line(s, done[s]), flush=True)
         return [done[s] for s in cfg.seeds]
-    from tqdm import tqdm
 
     quiet = replace(cfg, progress=False)
     print(f"[demo] seeds {', '.join(map(str, seeds))}: {workers} processes of "
-          f"{cfg.threads} thread(s), each seed's output in {Path(work) / 'seed<s>' / LOG}",
-          flush=True)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool, \
-            tqdm(total=len(seeds), desc="seeds", unit="seed", disable=not cfg.progress) as bar:
+          f"{cfg.threads} thread(s) on {cores()} cores, each seed's output in "
+          f"{Path(work) / 'seed<s>' / LOG}", flush=True)
+    lines = stages.StageLines(seeds, shares, workers)
+    context = multiprocessing.get_context("spawn")
+    events = context.Queue()
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=stages.send_to,
+                             initargs=(events.put,)) as pool:
         pending = {pool.submit(_in_process, fn, s, quiet, Path(work)): s for s in seeds}
         try:
             while pending:
-                finished, _ = wait(pending, timeout=5, return_when=FIRST_COMPLETED)
+                finished, _ = wait(pending, timeout=1, return_when=FIRST_COMPLETED)
+                _print_events(events, lines, cfg.progress)
                 for future in finished:
                     s = pending.pop(future)
                     done[s] = future.result()
                     if line is not None:
-                        bar.write(line(s, done[s]))
-                    bar.update()
-                bar.refresh()  # the elapsed time, between seeds
+                        print(line(s, done[s]), flush=True)
         except BaseException:
             for future in pending:
                 future.cancel()
             raise
+    _print_events(events, lines, cfg.progress)
     return [done[s] for s in cfg.seeds]
+
+
+def _print_events(events, lines: stages.StageLines, show: bool) -> None:
+    while True:
+        try:
+            event = events.get_nowait()
+        except queue.Empty:
+            return
+        text = lines.line(event)
+        if show:
+            print(text, flush=True)
 
 
 def with_demo_settings(run_seed: Callable, cfg: Any, seed: int, demo: DemoConfig, work: Path):
@@ -97,5 +117,5 @@ def _in_process(fn: Callable, seed: int, cfg: DemoConfig, work: Path):
     log = work / f"seed{seed}" / LOG
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
-            torch_settings(cfg.threads):
+            torch_settings(cfg.threads), stages.for_seed(seed):
         return fn(seed, cfg, work)

@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 from prmkit.demo import world
+from prmkit.demo.core.stages import stage
 from prmkit.evaluation.bon import ProblemPool
 from prmkit.evaluation.samples import Sample, build_pools
 from prmkit.selection import AnswerClusterer
 
 
-def score_pools(model_dir: Path, pools: list, problems: list,
-                progress: bool) -> list[list[list[float | None]]]:
+def score_pools(model_dir: Path, pools: list, problems: list, progress: bool,
+                stage_name: str = "scoring") -> list[list[list[float | None]]]:
     """Per problem, solution and step: the reward model's probability that the step is right
     (fp32, as every demo figure is scored). Each distinct (problem, solution) is scored
     once and its scores copied to its repeats: a pool of the world's samples repeats itself
@@ -24,7 +25,11 @@ def score_pools(model_dir: Path, pools: list, problems: list,
     scorer = Scorer.from_pretrained(model_dir, dtype=None, token_budget=16384,
                                     share_prefixes=True)
     items, slots = distinct_solutions(problems, pools)
-    scores = scorer.score(items, progress=progress)
+    scores = []
+    with stage(stage_name, total=len(items), unit="solutions") as st:
+        for s in scorer.iter_scores(items, progress=progress):
+            scores.append(s.step_probs)
+            st.update()
     return [[list(scores[k]) for k in row] for row in slots]
 
 
@@ -38,11 +43,11 @@ def distinct_solutions(problems: list, pools: list) -> tuple[list[tuple], list[l
 
 
 def cached_scores(path: Path, model_dir: Path, pools: list, problems: list,
-                  progress: bool = False) -> list:
+                  progress: bool = False, stage_name: str = "scoring") -> list:
     """`score_pools`, read from `path` when there (the caller keys `path`)."""
     if path.exists():
         return json.loads(path.read_text())
-    scores = score_pools(model_dir, pools, problems, progress)
+    scores = score_pools(model_dir, pools, problems, progress, stage_name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(scores))
     return scores

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prmkit.demo import world
 from prmkit.demo.core.config import DemoConfig
+from prmkit.demo.core.stages import stage
 from prmkit.demo.lm.backbone import build_backbone, pretrain_lm, save_backbone
 from prmkit.demo.lm.base import base_info, resolve_base
 from prmkit.demo.lm.lm_loss import LMKeepingRewardModel
@@ -149,8 +150,8 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
     cfg.reward_steps optimizer steps, or `epochs` passes over the examples where given."""
     from prmkit.models.config import RewardModelConfig
     from prmkit.models.reward_model import StepRewardModel
-    from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig, train
-    from prmkit.training.reward_trainer import seed_everything
+    from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig
+    from prmkit.training.reward_trainer import RewardTrainer, seed_everything
 
     model_cfg = RewardModelConfig(objective=kind, formulation=cfg.formulation, head="mlp",
                                   surprise_window=cfg.surprise_window,
@@ -178,4 +179,6 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
         log_every=50,
         final_eval=False,  # the demo reads its models on its own test sets, not this one
     )
-    return train(tcfg, model=model).model_dir
+    with stage(f"{kind.upper()} training", total=tcfg.max_steps, unit="steps") as st:
+        trainer = RewardTrainer(tcfg, model=model, step_callback=lambda step, _: st.update())
+        return trainer.train().model_dir

@@ -33,10 +33,12 @@ def build_backbone(documents: list[str], seed: int, hidden_size: int = 128, laye
 def pretrain_lm(model, tokenizer, documents: list[str], steps: int, seed: int,
                 block: int = 256, batch_size: int = 16, lr: float = 3e-3,
                 progress: bool = True, device: str | torch.device | None = None,
-                bf16: bool | str = "auto") -> list[float]:
+                bf16: bool | str = "auto", stop_after: int | None = None) -> list[float]:
     """Next-token pretraining on `documents` packed into blocks; returns the loss curve.
     device: where to train (default: where the model is, the CPU for a new one). bf16:
-    autocast; auto: where the device computes bf16 natively (prmkit.models.precision)."""
+    autocast; auto: where the device computes bf16 natively (prmkit.models.precision).
+    stop_after: run only the first that many steps of the `steps`-step schedule (the same
+    batches and learning rates as the whole run's first steps)."""
     from prmkit.models.precision import use_bf16
 
     if steps <= 0:  # an untrained base (the capacity experiment's budget 0)
@@ -62,7 +64,8 @@ def pretrain_lm(model, tokenizer, documents: list[str], steps: int, seed: int,
     )
     model.train()
     losses = []
-    bar = tqdm(range(steps), desc="pretraining backbone", disable=not progress, leave=False)
+    run = steps if stop_after is None else min(steps, stop_after)
+    bar = tqdm(range(run), desc="pretraining backbone", disable=not progress, leave=False)
     for _ in bar:
         batch = data[torch.randint(0, n_blocks, (batch_size,), generator=gen)].to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):

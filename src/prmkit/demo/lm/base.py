@@ -40,6 +40,7 @@ SHIPPED_BASE = Path(__file__).with_name("shipped_base")  # the default settings'
 SHIPPED_FIRST_STAGE = Path(__file__).with_name("shipped_first_stage")  # its first stage
 TOKENIZER_FACT_DOCS = 2000  # fact documents the tokenizer is trained on (beside solutions)
 REGIME = 0.95  # the regime indicators' threshold (regime_misses)
+PREFIX_STEPS = 24  # first losses a build records (prmkit.demo.lm.base_prefix checks them)
 
 
 def base_folder(cfg: BaseConfig | None = None, progress: bool = True,
@@ -78,9 +79,20 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
     from prmkit.models.precision import use_bf16
 
     bf16 = use_bf16(bf16, device or "cpu")
-    if cfg.reading.steps:
-        return _build_reading_stage(cfg, out, progress, device, bf16)
+    if cfg.reading.steps:  # built (or found) first: a stage's time is its own
+        base_folder(cfg.first_stage(), progress=progress, device=device)
     t0 = time.perf_counter()
+    model, tokenizer, losses, extra = train_stage(cfg, progress, device, bf16)
+    return _save_base(out, cfg, model, tokenizer, losses, t0, device, bf16, **extra)
+
+
+def train_stage(cfg: BaseConfig, progress: bool = True, device: str | torch.device | None = None,
+                bf16: bool = False, stop_after: int | None = None):
+    """The last stage of `cfg` trained (its first `stop_after` steps only, when given): the
+    model, its tokenizer, the loss curve and what base.json records of its data. A reading
+    stage starts from its first stage's base (`base_folder`)."""
+    if cfg.reading.steps:
+        return _reading_stage(cfg, progress, device, bf16, stop_after)
     mm = build_mathmix(cfg.mathmix)
     model, tokenizer = build_backbone(mm.solutions + mm.facts[:TOKENIZER_FACT_DOCS],
                                       seed=cfg.seed, hidden_size=cfg.hidden_size,
@@ -88,18 +100,16 @@ def build_base(cfg: BaseConfig, out: Path, progress: bool = True,
                                       vocab_size=cfg.vocab_size)
     losses = pretrain_lm(model, tokenizer, mm.documents, steps=cfg.steps, seed=cfg.seed,
                          block=cfg.block, batch_size=cfg.batch_size, lr=cfg.lr,
-                         progress=progress, device=device, bf16=bf16)
-    return _save_base(out, cfg, model, tokenizer, losses, t0, device, bf16,
-                      facts=len(mm.table), solutions=len(mm.solutions),
-                      fact_lines=cfg.mathmix.fact_lines)
+                         progress=progress, device=device, bf16=bf16, stop_after=stop_after)
+    return model, tokenizer, losses, {"facts": len(mm.table), "solutions": len(mm.solutions),
+                                      "fact_lines": cfg.mathmix.fact_lines}
 
 
-def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
-                         device: str | torch.device | None, bf16: bool) -> Path:
+def _reading_stage(cfg: BaseConfig, progress: bool, device: str | torch.device | None,
+                   bf16: bool, stop_after: int | None):
     from prmkit.models.backbones import load_backbone
 
     first = base_folder(cfg.first_stage(), progress=progress, device=device)
-    t0 = time.perf_counter()
     r = cfg.reading
     problems = reading_problems(cfg)
     mathmix = problems[: r.problems]
@@ -108,9 +118,9 @@ def _build_reading_stage(cfg: BaseConfig, out: Path, progress: bool,
     model, tokenizer = load_backbone(str(first))
     losses = pretrain_lm(model, tokenizer, docs, steps=r.steps, seed=r.seed, block=cfg.block,
                          batch_size=cfg.batch_size, lr=r.lr, progress=progress, device=device,
-                         bf16=bf16)
-    return _save_base(out, cfg, model, tokenizer, losses, t0, device, bf16,
-                      first_stage=base_info(first)["key"], documents=len(docs))
+                         bf16=bf16, stop_after=stop_after)
+    return model, tokenizer, losses, {"first_stage": base_info(first)["key"],
+                                      "documents": len(docs)}
 
 
 def _save_base(out: Path, cfg: BaseConfig, model, tokenizer, losses: list[float], t0: float,
@@ -121,7 +131,8 @@ def _save_base(out: Path, cfg: BaseConfig, model, tokenizer, losses: list[float]
     info = {"key": cfg.key(), "config": cfg.settings(), "seconds": time.perf_counter() - t0,
             "lm_loss": [losses[0], losses[-1]] if losses else [],
             "device": str(next(model.parameters()).device if device is None else device),
-            "threads": torch.get_num_threads(), "bf16": bf16, **extra}
+            "threads": torch.get_num_threads(), "bf16": bf16,
+            "prefix_losses": losses[:PREFIX_STEPS], **extra}
     with atomic_folder(out) as tmp:
         save_backbone(model, tokenizer, tmp)
         (tmp / "base.json").write_text(json.dumps(info, indent=1))

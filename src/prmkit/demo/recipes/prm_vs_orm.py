@@ -34,6 +34,12 @@ from prmkit.evaluation.plots import Curve, Panel, plot_curves
 from prmkit.evaluation.report import write_report
 
 Config = DemoConfig
+# each stage's share of a seed's time in `make demo` (for the estimate of what remains of the
+# run: prmkit.demo.core.stages; BENCHMARKS.md, "The demo")
+STAGE_SHARES = {"world": 0.02, "PRM training": 0.42, "ORM training": 0.32,
+                "scoring test (PRM)": 0.06, "scoring test (ORM)": 0.05,
+                "scoring ood (PRM)": 0.04, "scoring ood (ORM)": 0.04,
+                "scoring hard (PRM)": 0.01, "scoring hard (ORM)": 0.01, "evaluation": 0.03}
 
 
 def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
@@ -174,7 +180,8 @@ def run(cfg: Config | None = None, out: str | Path = "demo-output",
     out = Path(out)
     work = Path(work) if work is not None else out / "work"
     t0 = time.perf_counter()
-    per_seed = map_seeds(_seed, cfg, work, line=lambda s, r: _seed_line(s, r, cfg.ns[-1]))
+    per_seed = map_seeds(_seed, cfg, work, line=lambda s, r: _seed_line(s, r, cfg.ns[-1]),
+                         shares=STAGE_SHARES)
     return _report(out, cfg, per_seed, time.perf_counter() - t0)
 
 
