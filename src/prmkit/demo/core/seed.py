@@ -145,9 +145,10 @@ def train_seed_models(seed: int, cfg: DemoConfig, sw: SeedWorld, folder: Path) -
 
 
 def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: DemoConfig,
-                       seed: int, epochs: float | None = None) -> Path:
+                       seed: int, epochs: float | None = None, final_eval: bool = False) -> Path:
     """PRM or ORM through prmkit's trainer; both see the same solutions and settings:
-    cfg.reward_steps optimizer steps, or `epochs` passes over the examples where given."""
+    cfg.reward_steps optimizer steps, or `epochs` passes over the examples where given.
+    final_eval: evaluate on the held-out 5% of the training problems (metrics.jsonl)."""
     from prmkit.models.config import RewardModelConfig
     from prmkit.models.reward_model import StepRewardModel
     from prmkit.training import DataConfig, LoraSection, RewardTrainingConfig
@@ -177,7 +178,7 @@ def train_reward_model(kind: str, backbone_dir: Path, examples, out: Path, cfg: 
         progress=cfg.progress,
         num_threads=cfg.threads,
         log_every=50,
-        final_eval=False,  # the demo reads its models on its own test sets, not this one
+        final_eval=final_eval,  # the demo reads its models on its own test sets
     )
     with stage(f"{kind.upper()} training", total=tcfg.max_steps, unit="steps") as st:
         trainer = RewardTrainer(tcfg, model=model, step_callback=lambda step, _: st.update())
