@@ -87,7 +87,7 @@ def test_recipe_paths_are_relative_to_the_recipe_folder_from_any_working_directo
         tmp_path, capsys, monkeypatch):
     """The shipped recipes name the same files run from the repository root or elsewhere;
     overrides stay relative to the working directory."""
-    from prmkit.training.recipe_paths import load_recipe
+    from prmkit.training.reward_config import load_recipe
 
     for name in ("tiny_ci.yaml", "prm800k_phase1_smollm2_prm.yaml",
                  "prm800k_phase1_smollm2_orm.yaml", "prm800k_phase1_smollm2_prm_gpu.yaml"):
@@ -107,7 +107,7 @@ def test_recipe_paths_are_relative_to_the_recipe_folder_from_any_working_directo
 
 
 def test_recipe_keeps_hub_dataset_names_and_absolute_paths(tmp_path):
-    from prmkit.training.recipe_paths import load_recipe
+    from prmkit.training.reward_config import load_recipe
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"data:\n  train: [Qwen/ProcessBench:gsm8k, {GOOD_BAD}, local.jsonl]\n"

@@ -42,7 +42,7 @@ def check_run_paths(config, paths) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from prmkit.training.recipe_paths import load_recipe
+    from prmkit.training.reward_config import load_recipe
 
     config, paths = load_recipe(args.config, args.overrides)
     if args.print_config:

@@ -4,8 +4,9 @@ checked before any work.
 The rule, as for most config files: a relative path written in a recipe file is read
 relative to the recipe's folder (so a recipe runs the same from any working directory);
 a path given on the command line (a `key=value` override) or in Python is read relative
-to the working directory. `load_recipe` rewrites the recipe's relative paths (the keys of
-RECIPE_PATH_KEYS, and `backbone` when it names a folder there) before the overrides are
+to the working directory. `prmkit.training.reward_config.load_recipe` rewrites the
+recipe's relative paths (the keys of RECIPE_PATH_KEYS, and `backbone` when it names a
+folder there) before the overrides are
 applied, normalised and relative to the working directory when the recipe's own path is
 (`recipes/../runs/x` is `runs/x`). A relative path that is a Hub dataset name
 (`NAME[@REV]:SPLIT`, prmkit.data.hub) and not a file beside the recipe stays a name.
@@ -85,16 +86,6 @@ class RecipePaths:
 def _working_directory_note() -> str:
     return (f"read relative to the working directory {Path.cwd()}; in a recipe file, "
             "relative paths are read relative to the recipe's folder")
-
-
-def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None):
-    """(RewardTrainingConfig, RecipePaths) of a YAML recipe with `key=value` overrides."""
-    from prmkit.training.reward_config import RewardTrainingConfig, load_yaml_config
-
-    paths = RecipePaths(Path(path))
-    cfg = load_yaml_config(RewardTrainingConfig.from_dict, path, overrides, "recipe",
-                           prepare=paths.resolve)
-    return cfg, paths
 
 
 def data_files(data) -> list[tuple[str, str]]:

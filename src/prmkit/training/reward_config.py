@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import difflib
 import functools
+import os
 import re
 import types
 import typing
@@ -185,9 +186,18 @@ class RewardTrainingConfig:
         or the override, that set the offending key. Relative paths in the recipe are read
         relative to its folder, those of overrides relative to the working directory
         (prmkit.training.recipe_paths)."""
-        from prmkit.training.recipe_paths import load_recipe
-
         return load_recipe(path, overrides)[0]
+
+
+def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None):
+    """(RewardTrainingConfig, RecipePaths) of a YAML recipe with `key=value` overrides: the
+    recipe's relative paths read relative to its folder (prmkit.training.recipe_paths)."""
+    from prmkit.training.recipe_paths import RecipePaths
+
+    paths = RecipePaths(Path(path))
+    cfg = load_yaml_config(RewardTrainingConfig.from_dict, path, overrides, "recipe",
+                           prepare=paths.resolve)
+    return cfg, paths
 
 
 def load_yaml_config(from_dict, path: str | Path, overrides: list[str] | None, what: str,
