@@ -23,7 +23,8 @@ from prmkit.errors import PrmkitError
 from prmkit.rewards.contract import CompletionRewards, compute_step_rewards
 from prmkit.rewards.serving.engine import Item
 
-STEP_CACHE, PROMPT_CACHE = 4096, 1024  # entries of the encoder's caches on a server
+STEP_CACHE = (2048, 1024)  # the encoder's step cache on a server: entries, longest step
+PROMPT_CACHE = (256, 8192)  # and its prompt cache
 
 
 def utf8_length(text: str) -> int:
@@ -51,14 +52,27 @@ def format_overhead(scorer) -> int:
     return max(by_bytes, probe)
 
 
-def bound_caches(encoder, steps: int = STEP_CACHE, prompts: int = PROMPT_CACHE) -> None:
-    """Give `encoder`'s step and prompt caches at most `steps` and `prompts` entries
-    (training keeps a million steps: PRM800K repeats them; a server's requests rarely do)."""
-    for name, size in (("step_ids", steps), ("prompt_ids", prompts)):
+def bound_caches(encoder, steps: tuple[int, int] = STEP_CACHE,
+                 prompts: tuple[int, int] = PROMPT_CACHE) -> None:
+    """Keep `encoder`'s step and prompt caches small: (entries, longest text cached) each.
+    Training caches a million steps (PRM800K repeats them); a server's requests rarely
+    repeat a step, and a long text's ids would stay in memory long after its request."""
+    for name, (size, longest) in (("step_ids", steps), ("prompt_ids", prompts)):
         cached = getattr(encoder, name, None)
-        info = getattr(cached, "cache_info", None)
-        if info is not None and (info().maxsize is None or info().maxsize > size):
-            setattr(encoder, name, lru_cache(maxsize=size)(cached.__wrapped__))
+        if getattr(cached, "prmkit_bounded", False) or not hasattr(cached, "__wrapped__"):
+            continue
+        setattr(encoder, name, _small_cache(cached.__wrapped__, size, longest))
+
+
+def _small_cache(fn, size: int, longest: int):
+    cached = lru_cache(maxsize=size)(fn)
+
+    def lookup(text: str):
+        return cached(text) if len(text) <= longest else fn(text)
+
+    lookup.cache_info, lookup.cache_clear = cached.cache_info, cached.cache_clear
+    lookup.__wrapped__, lookup.prmkit_bounded = fn, True
+    return lookup
 
 
 class ScorerBackend:
