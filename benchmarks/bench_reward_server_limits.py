@@ -11,8 +11,9 @@ layers, fp32, one torch thread). Three measurements, each on a fresh server:
 - wait: a request of `--large` completions (~2.4 KB each), then 0.5 s later one of a
   single completion: the small one's latency and the large one's.
 - memory: the server's resident size (from /proc) before, at its peak during, and 2 s
-  after a /v1/step_rewards request of `--memory-mb` MB (100 completions of that size /
-  100; the PRM reads at most 2,048 tokens of each).
+  after a /v1/step_rewards request of `--memory-mb` MB: 100 completions of five short
+  steps and one long one, which the PRM does not read (past its max_length) but the
+  server parses, counts and tokenises, as it does any large request.
 
     .venv/bin/python benchmarks/bench_reward_server_limits.py [--src DIR]
 
@@ -108,6 +109,11 @@ def body(n: int, chars: int, bad_last: bool = False) -> bytes:
     return json.dumps({"prompts": ["What is 2+3?"] * n, "completions": completions}).encode()
 
 
+def long_tail(k: int, chars: int) -> str:
+    head = f"Case {k}.\n\n" + "\n\n".join(STEPS * 2) + "\n\n"
+    return head + ("so 12 - 5 = 7 and 3 * 4 = 12; " * (chars // 30 + 1))[:chars]
+
+
 def health_while(server: Server, work) -> tuple[float, object]:
     """The slowest /health answer while `work()` runs, and what it returned."""
     worst, stop = [0.0], threading.Event()
@@ -173,8 +179,11 @@ def main() -> None:
 
         server = Server(model, args.src, extra)
         try:
-            server.post(body(4, 2400))  # warm up
-            request = body(100, int(args.memory_mb * 1e6 / 100))
+            server.post(json.dumps({"prompts": ["What is 2+3?"] * 4, "completions": [
+                long_tail(k, 2000) for k in range(4)]}).encode())  # warm up
+            time.sleep(1)
+            request = json.dumps({"prompts": ["What is 2+3?"] * 100, "completions": [
+                long_tail(k, int(args.memory_mb * 1e6 / 100)) for k in range(100)]}).encode()
             before, peak, stop = server.rss_mb(), [0.0], threading.Event()
 
             def sample():

@@ -28,6 +28,7 @@ from test_reward_server import (
     scorer,  # noqa: F401 (fixture)
 )
 
+from prmkit.rewards.contract import CompletionRewards, StepReward
 from prmkit.rewards.serving import ConnectionLimits, Item, ScorerBackend
 
 STEP_TEXT = "First, compute 3 * 4 = 12.\n\nNext, 12 - 5 = 7.\n\n"
@@ -177,6 +178,35 @@ def test_a_connection_past_the_cap_gets_503_when_none_is_slow(scorer):
         assert [f.result(60).status_code for f in waiting] == [200] * 4
         health_within(server, 2.0)
         assert server.metric("prmkit_reward_connections_closed_total", reason="refused") == 1
+
+
+def test_a_client_that_stops_reading_its_answer_is_cut(scorer):
+    # the connection (and its answer's memory) was held for as long as the client wished
+    many_steps = CompletionRewards([StepReward(0.5, k, k + 1) for k in range(40)], 0.5)
+    score = lambda items: [many_steps] * len(items)  # noqa: E731 (a 13 MB answer, no model)
+    limits = ConnectionLimits(body_timeout=1.0)
+    body = json.dumps({"prompts": ["p"] * 4000, "completions": ["x"] * 4000}).encode()
+    with LiveServer(scorer, score=score, limits=limits) as server:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port_of(server)))
+        sock.sendall(f"POST /v1/step_rewards HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        deadline = time.monotonic() + 30  # the answer is written, then the client is cut
+        while server.metric("prmkit_reward_connections_closed_total",
+                            reason="write_timeout") < 1:
+            assert time.monotonic() < deadline, "a client not reading was never cut"
+            time.sleep(0.2)
+        health_within(server, 2.0)
+        sock.settimeout(10)
+        got = b""
+        try:
+            while chunk := sock.recv(1 << 20):
+                got += chunk
+        except OSError:  # reset: the server aborted the connection
+            pass
+        sock.close()
+    assert got.startswith(b"HTTP/1.1 200") and len(got) < 13_000_000  # cut before its end
 
 
 class TokenizerSpy:

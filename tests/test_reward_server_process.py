@@ -142,3 +142,45 @@ def test_memory_returns_after_large_request(model_dir):
         server.stop()
     assert peak[0] - before <= 8 * body_mb, (before, peak[0])
     assert after - before <= body_mb + 8, (before, after)
+
+
+@linux_only
+def test_the_open_file_limit_is_raised_and_the_cap_fitted_below_it():
+    import resource
+
+    from prmkit.errors import PrmkitError
+    from prmkit.rewards.serving.connections import (
+        BACKLOG,
+        FD_RESERVE,
+        ConnectionLimits,
+        fit_to_fd_limit,
+        raise_fd_limit,
+    )
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 1024:
+        pytest.skip("needs a finite hard limit above 1024")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        assert raise_fd_limit() == hard == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    limits = ConnectionLimits(max_connections=5000)
+    assert fit_to_fd_limit(limits, 1024).max_connections == 1024 - FD_RESERVE - BACKLOG
+    assert fit_to_fd_limit(limits, 100_000) is limits
+    with pytest.raises(PrmkitError, match="leaves no room for connections"):
+        fit_to_fd_limit(limits, FD_RESERVE + BACKLOG)
+
+
+def test_serve_refuses_limits_that_cannot_work(tmp_path, capsys, monkeypatch):
+    from prmkit.cli import main
+
+    monkeypatch.delenv("PRMKIT_API_KEY", raising=False)
+    for args, says in [
+        (["--max-request-tokens", "100", "--max-queue-tokens", "10"],
+         "max_request_tokens (100) is more than the queue holds (max_queue_tokens 10)"),
+        (["--header-timeout", "0"], "header_timeout must be positive, got 0.0"),
+        (["--max-connections", "0"], "max_connections must be positive, got 0"),
+    ]:
+        assert main(["serve", str(tmp_path), *args]) == 2
+        assert says in capsys.readouterr().err

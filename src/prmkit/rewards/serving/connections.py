@@ -15,14 +15,19 @@ runs uvicorn's h11 protocol with these additions (`GuardedH11Protocol`):
 - body deadline: the body must be in within `body_timeout` seconds of the headers, plus
   one second for every `min_body_rate` bytes received (Apache's mod_reqtimeout rule: a
   client keeping up that rate is never cut; one sending a byte a second is cut after
-  `body_timeout`); else 408 and close. A client that stops reading its answer for
-  `body_timeout` seconds is cut too.
+  `body_timeout`); else 408 and close. A client that stops reading what the server
+  writes for `body_timeout` seconds is cut too (uvicorn counts an answer done once it is
+  handed to the socket, and its keep-alive close waits for the client to read it).
 - connection cap: at most `max_connections` open; a new connection beyond it takes the
-  place of the oldest one that is idle, still has no complete headers, or sends its body
-  below `min_body_rate`; when no such connection exists the newcomer gets 503 and is
-  closed. The cap is kept below the process's file-descriptor limit (`fit_to_fd_limit`,
-  after `raise_fd_limit` has raised the soft limit to the hard one).
+  place of the oldest one that is idle, still has no complete headers, sends its body
+  below `min_body_rate` or has stopped reading; when no such connection exists the
+  newcomer gets 503 and is closed. The cap stays below the open-file limit, less what
+  the process needs and the kernel's queue of connections not yet accepted (accepted in
+  bulk before the cap is checked): `fit_to_fd_limit`, after `raise_fd_limit` has raised
+  the soft limit to the hard one.
 
+The guard follows h11's view of the client's side, so the server always runs uvicorn's
+h11 protocol (not httptools where installed): parsing costs little beside a PRM's forward.
 Everything runs on the event loop with one timer per connection, re-armed only when it
 fires (the body deadline moves as bytes arrive: the timer checks it then).
 """
@@ -30,6 +35,7 @@ fires (the body deadline moves as bytes arrive: the timer checks it then).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +131,7 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.timeout_keep_alive = self.limits.keep_alive
         self._phase, self._since, self._received = WAITING, time.monotonic(), 0
+        self._paused_at: float | None = None  # since when writing is paused
         self._timer = None
 
     # ---- phases -------------------------------------------------------------------------
@@ -135,14 +142,14 @@ class GuardedH11Protocol(H11Protocol):
         self._arm()
 
     def _deadline(self) -> float | None:
-        lim = self.limits
+        lim, out = self.limits, None
         if self._phase == WAITING:
-            return self._since + lim.header_timeout
-        if self._phase == BODY:
-            return self._since + lim.body_timeout + self._received / lim.min_body_rate
-        if self._phase == APP and self.flow is not None and self.flow.write_paused:
-            return self._since + lim.body_timeout  # since writing paused (see pause_writing)
-        return None
+            out = self._since + lim.header_timeout
+        elif self._phase == BODY:
+            out = self._since + lim.body_timeout + self._received / lim.min_body_rate
+        if self._paused_at is not None:  # the client is not reading what was written
+            out = min(math.inf if out is None else out, self._paused_at + lim.body_timeout)
+        return out
 
     def _arm(self) -> None:
         if self._timer is not None:
@@ -158,11 +165,14 @@ class GuardedH11Protocol(H11Protocol):
         deadline = self._deadline()
         if deadline is None or self.transport is None or self.transport.is_closing():
             return
-        if time.monotonic() < deadline:  # the body deadline moved as bytes came in
+        now = time.monotonic()
+        if now < deadline:  # the body deadline moved as bytes came in
             self._arm()
             return
-        self._cut({WAITING: "header_timeout", BODY: "body_timeout"}.get(self._phase,
-                                                                        "write_timeout"))
+        if self._paused_at is not None and now >= self._paused_at + self.limits.body_timeout:
+            self._cut("write_timeout")
+        else:
+            self._cut("header_timeout" if self._phase == WAITING else "body_timeout")
 
     def _cut(self, reason: str) -> None:
         """Close the connection: with a 408 unless an answer has started (a client that
@@ -224,19 +234,19 @@ class GuardedH11Protocol(H11Protocol):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        if self._phase == APP:
-            self._since = time.monotonic()
-            self._arm()
+        self._paused_at = time.monotonic()  # an answer written, not read (even once sent)
+        self._arm()
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        if self._phase == APP:
-            self._arm()  # no deadline while the client reads
+        self._paused_at = None
+        self._arm()
 
     # ---- the cap --------------------------------------------------------------------------
     def _slow(self, now: float) -> bool:
         """Whether this connection is one a newcomer may replace."""
-        if self._phase in (IDLE, WAITING):
+        if self._phase in (IDLE, WAITING) or \
+                (self._paused_at is not None and now - self._paused_at > 1):
             return True
         elapsed = now - self._since
         return self._phase == BODY and elapsed > 1 and \
