@@ -94,8 +94,9 @@ def test_stage_lines_estimate_what_remains_of_the_run(monkeypatch):
     monkeypatch.setattr(stages.time, "monotonic", lambda: clock[0])
     lines = stages.StageLines([0, 1], {"a": 0.5, "b": 0.5}, workers=2, started=100.0)
     clock[0] = 110.0
-    assert "run 10s elapsed]" in lines.line(
-        {"seed": 0, "stage": "a", "event": "end", "elapsed": 10.0})
+    # seed 1 has not reported: its whole time taken as seed 0's (20 s)
+    assert lines.line({"seed": 0, "stage": "a", "event": "end", "elapsed": 10.0}) == (
+        "[demo] seed 0: a done in 10s [run 10s elapsed, about 20s left]")
     clock[0] = 120.0
     text = lines.line({"seed": 1, "stage": "a", "event": "progress", "done": 1, "total": 4,
                        "unit": "steps", "elapsed": 20.0})

@@ -34,9 +34,9 @@ def test_scores_of_distinct_solutions_fan_out_to_repeats_as_scoring_every_sample
     assert len({p for steps in full for p in steps}) > 10  # scores that tell solutions apart
 
     scored = []
-    score = Scorer.score
-    monkeypatch.setattr(Scorer, "score",
-                        lambda self, items, **kw: scored.append(len(items)) or score(self, items, **kw))
+    iter_scores = Scorer.iter_scores
+    monkeypatch.setattr(Scorer, "iter_scores", lambda self, items, **kw: scored.append(
+        len(items)) or iter_scores(self, items, **kw))
     deduped = score_pools(tiny_prm, pools, problems, progress=False)
     assert scored == [len(distinct)]
     # score_pools runs each problem's prompt once (shared prefixes): same scores to float error
