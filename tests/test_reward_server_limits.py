@@ -8,6 +8,7 @@ attack is bounded in sockets and seconds and stops itself."""
 from __future__ import annotations
 
 import json
+import random
 import socket
 import threading
 import time
@@ -267,6 +268,20 @@ def split(text: str) -> list[str]:
     from prmkit.models.formatting import split_steps
 
     return split_steps(text, "\n\n")
+
+
+def test_token_bounds_hold_for_a_byte_level_tokenizer(scorer):
+    from prmkit.models.formatting import strip_prompt
+
+    rng = random.Random(0)
+    alphabet = "abcxyz 0123456789+-*/=.,\n\t\u00e9\u4e2d\U0001F600\\{}$"
+    backend = ScorerBackend(scorer)
+    for _ in range(300):
+        prompt = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+        item = Item(prompt, text)
+        read = scorer.encode(strip_prompt(prompt, "\n\n"), split(text)).input_ids
+        assert len(read) <= backend.token_bounds([item])[0], (prompt, text)
 
 
 def test_small_request_wait_behind_large_one_is_bounded(scorer):

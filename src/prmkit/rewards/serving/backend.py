@@ -6,9 +6,10 @@ Qwen 2, SmolLM2 and the tiny models prmkit builds) stands for at least one byte 
 text, so the tokens the PRM reads of an item are at most the UTF-8 bytes of its prompt and
 completion plus what prmkit's format adds: the prompt template's own bytes, a BOS token and
 one step separator after the last step (the separators between steps are in the text
-already). A SentencePiece tokenizer (Llama 2, Mistral) may add a word-start token to each
-step it encodes and encode a separator of 2 bytes in 3 tokens, so there the bound is an
-estimate, short by at most 3 tokens a step. Each item is then tokenised once, when its
+already). A SentencePiece tokenizer (Llama 2, Mistral) prepends a word-start token to
+each segment it encodes ("1" -> "▁", "1") and encodes the 2 bytes of "\n\n" in 3 tokens,
+so there the bound is an estimate, short by at most 2 tokens a step and 1 for the prompt
+(checked on a SentencePiece-style tokenizer). Each item is then tokenised once, when its
 batch is scored; the encoder's caches are kept small so that a large request's steps do
 not stay in memory after it (`bound_caches`).
 """
