@@ -105,6 +105,11 @@ def long_tail(k: int, chars: int) -> str:
             + ("so 12 - 5 = 7 and 3 * 4 = 12; " * (chars // 30 + 1))[:chars])
 
 
+# bounds with room for torch's one-time buffers of new shapes (7 to 50 MB) and a busy
+# machine; the unfixed server took +540 MB at the peak and kept +480 MB
+PEAK_MB, KEPT_MB = 96, 64
+
+
 @linux_only
 def test_memory_returns_after_large_request(model_dir):
     # a 48 MB request raised the server's resident size by 4.4 GB and kept it (here, before
@@ -125,7 +130,7 @@ def test_memory_returns_after_large_request(model_dir):
         time.sleep(1.0)
         before = server.rss_mb()
         completions = [long_tail(k, 80_000) for k in range(100)]
-        body_mb = sum(map(len, completions)) / 2**20  # 8 MB
+        assert 7 < sum(map(len, completions)) / 2**20 < 9  # an 8 MB body
         sampler = threading.Thread(target=sample)
         sampler.start()
         try:
@@ -135,13 +140,13 @@ def test_memory_returns_after_large_request(model_dir):
             sampler.join()
         assert answer.status_code == 200 and len(answer.json()["results"]) == 100
         deadline, after = time.monotonic() + 10, server.rss_mb()
-        while after - before > body_mb + 8 and time.monotonic() < deadline:
+        while after - before > KEPT_MB and time.monotonic() < deadline:
             time.sleep(0.2)  # freed memory goes back once the answer is sent
             after = server.rss_mb()
     finally:
         server.stop()
-    assert peak[0] - before <= 8 * body_mb, (before, peak[0])
-    assert after - before <= body_mb + 8, (before, after)
+    assert peak[0] - before <= PEAK_MB, (before, peak[0])
+    assert after - before <= KEPT_MB, (before, after)
 
 
 @linux_only
