@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from labeling_support import (  # noqa: E402
     PASSWORD,
-    free_port,
     hidden,
     login,
     phase1_record,
+    start_label_server,
     write_queue,
 )
 
@@ -64,25 +64,6 @@ def _env() -> dict:
     env = dict(os.environ)
     env.pop("PRMKIT_ARGON2", None)  # argon2-cffi's defaults, as served
     return env
-
-
-def _serve(db: str, throttle: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    code = "import sys; from prmkit.cli import main; sys.exit(main())"
-    proc = subprocess.Popen([sys.executable, "-c", code, "label", "serve", "--db", db,
-                             "--port", str(port), "--log-level", "warning",
-                             "--login-throttle", throttle], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start in 60 s")
 
 
 def _attack(url: str, stop: threading.Event, codes: Counter, lock: threading.Lock,
@@ -137,7 +118,8 @@ def main() -> int:
         for name, throttle in (("throttled", "5,20,300"), ("unthrottled", "0,0,300")):
             db = str(Path(tmp) / f"{name}.sqlite")
             _prepare(db, Path(tmp))
-            proc, url = _serve(db, throttle)
+            proc, url = start_label_server(db, "--login-throttle", throttle, env=_env(),
+                                           stderr=subprocess.DEVNULL)
             try:
                 results[name] = {"login_throttle": throttle, "phases": [
                     _phase(url, 0, args.seconds), _phase(url, args.attackers, args.seconds)]}

@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from labeling_support import PASSWORD, free_port, hidden  # noqa: E402
+from labeling_support import PASSWORD, hidden, start_label_server  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "labeling_sign_in_flood.json"
 
@@ -54,24 +54,6 @@ def _prepare(db: str, env: dict) -> None:
             "    for name in ('ann', 'bob'):\n"
             "        service.create_user(s, name, sys.argv[2])\n")
     subprocess.run([sys.executable, "-c", code, db, PASSWORD], check=True, env=env)
-
-
-def _serve(db: str, env: dict) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    code = "import sys; from prmkit.cli import main; sys.exit(main())"
-    proc = subprocess.Popen([sys.executable, "-c", code, "label", "serve", "--db", db,
-                             "--port", str(port), "--log-level", "warning"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start in 60 s")
 
 
 def _client(url: str, address: str) -> httpx.Client:
@@ -124,7 +106,7 @@ def run(src: Path, attackers: int, target: str, warmup: float, timeout: float,
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "labels.sqlite")
         _prepare(db, env)
-        proc, url = _serve(db, env)
+        proc, url = start_label_server(db, env=env, stderr=subprocess.DEVNULL)
         stop, lock, codes = threading.Event(), threading.Lock(), Counter()
         threads = [threading.Thread(target=_attack, args=(url, i, target, stop, codes, lock),
                                     daemon=True) for i in range(attackers)]

@@ -26,10 +26,7 @@ import argparse
 import asyncio
 import os
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import httpx  # noqa: E402
-from scoring_common import machine_facts, write_result  # noqa: E402
+from scoring_common import ServeProcess, machine_facts, write_result  # noqa: E402
 
 from prmkit.models.precision import compute_dtype  # noqa: E402
 
@@ -101,34 +98,11 @@ def group_workload(n: int, seed: int = 0, group: int = 8) -> list[tuple[str, lis
 WORKLOADS = {"one": workload, "groups": group_workload}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
+class Server(ServeProcess):
     def __init__(self, model_dir: Path, dtype: str, extra: list[str], threads: int,
                  device: str = "cpu"):
-        self.url = f"http://127.0.0.1:{free_port()}"
-        args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
-                "serve", str(model_dir), "--port", self.url.rsplit(":", 1)[1], "--dtype", dtype,
-                "--device", device, "--log-level", "warning", *extra]
-        env = {**os.environ, "PRMKIT_API_KEY": KEY, "OMP_NUM_THREADS": str(threads)}
-        self.proc = subprocess.Popen(args, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 180
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.stderr.read().decode()[-2000:])
-            try:
-                if httpx.get(self.url + "/health", headers=HEADERS, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not start in 180 s")
-            time.sleep(0.2)
+        super().__init__(model_dir, "--dtype", dtype, "--device", device, *extra, key=KEY,
+                         env={"OMP_NUM_THREADS": str(threads)}, start_timeout=180)
 
     def batches(self) -> tuple[float, float, float]:
         """(batches run, requests batched, seconds scoring) so far, from /metrics."""
@@ -141,14 +115,6 @@ class Server:
                 if line.startswith(name + " "):
                     found[name] = float(line.split()[1])
         return tuple(found.get(name, 0.0) for name in names)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 async def load(url: str, clients: int, requests: list[tuple[str, list[str]]]) -> dict:

@@ -26,9 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,6 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import httpx  # noqa: E402
+from scoring_common import ServeProcess  # noqa: E402
 
 KEY = "bench-key"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
@@ -53,35 +51,11 @@ def build_model(folder: Path) -> None:
     StepRewardModel.from_backbone(backbone, tok, RewardModelConfig()).save_pretrained(folder)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
+class Server(ServeProcess):
     def __init__(self, model: Path, src: str | None, extra: list[str]):
-        self.url = f"http://127.0.0.1:{free_port()}"
-        env = {**os.environ, "PRMKIT_API_KEY": KEY, "OMP_NUM_THREADS": "1"}
-        if src:
-            env["PYTHONPATH"] = src
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
-             "serve", str(model), "--port", self.url.rsplit(":", 1)[1], "--dtype", "fp32",
-             "--device", "cpu", "--log-level", "warning", *extra],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.stderr.read().decode()[-2000:])
-            try:
-                if httpx.get(self.url + "/health", headers=HEADERS, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server did not start in 120 s")
-            time.sleep(0.2)
+        env = {"OMP_NUM_THREADS": "1", **({"PYTHONPATH": src} if src else {})}
+        super().__init__(model, "--dtype", "fp32", "--device", "cpu", *extra, key=KEY, env=env,
+                         start_timeout=120)
 
     def rss_mb(self) -> float:
         pages = int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1])
@@ -92,13 +66,6 @@ class Server:
         r = httpx.post(self.url + "/v1/step_rewards", content=body, timeout=timeout,
                        headers={**HEADERS, "Content-Type": "application/json"})
         return r.status_code, time.monotonic() - start
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def body(n: int, chars: int, bad_last: bool = False) -> bytes:

@@ -142,6 +142,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_label_server(db: str, *options: str, port: int | None = None, env: dict | None = None,
+                       stderr=subprocess.PIPE) -> tuple[subprocess.Popen, str]:
+    """`prmkit label serve --db DB *options` in a subprocess on 127.0.0.1 (a free port unless
+    given), with its URL, once /healthz answers; killed if it does not within 60 s."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    code = "import sys; from prmkit.cli import main; sys.exit(main())"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "label", "serve", "--db", db, "--port", str(port),
+         "--log-level", "warning", *options], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            said = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            raise RuntimeError(f"server exited with code {proc.returncode}: {said}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError("server did not start in 60 s")
+
+
 class LiveServer:
     """`prmkit label serve` in a subprocess on 127.0.0.1."""
 
@@ -151,20 +176,8 @@ class LiveServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> LiveServer:
-        code = "import sys; from prmkit.cli import main; sys.exit(main())"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "label", "serve", "--db", self.db, "--port", str(self.port),
-             "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("server did not start in 60 s")
+        self.proc, _ = start_label_server(self.db, port=self.port)
+        return self
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, open transactions lost."""

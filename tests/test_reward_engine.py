@@ -17,11 +17,12 @@ from prmkit.rewards.serving import EngineSettings, Item, RewardEngine, jsonbody
 from prmkit.rewards.serving.engine import EngineError
 
 
-def engine_run(jobs, budget: int, cost_s: float = 0.0, **settings):
-    """Submit `jobs` (lists of (request, k) items; a job whose first element is a float
-    waits that long first) to an engine whose items cost one token each; returns each
-    job's results and the batches as lists of items."""
-    batches: list[list[tuple[int, int]]] = []
+def engine_run(jobs, budget: int, cost_s: float = 0.0, tokens=lambda item: 1,
+               max_wait_ms: float = 0.0, **settings):
+    """Submit `jobs` (lists of items, e.g. (request, k) or texts; a job whose first element
+    is a float waits that long first) to an engine whose item costs `tokens(item)` tokens
+    (default one); returns each job's results and the batches as lists of items."""
+    batches: list[list] = []
 
     def score(items):
         batches.append([it.completion for it in items])
@@ -29,13 +30,15 @@ def engine_run(jobs, budget: int, cost_s: float = 0.0, **settings):
         return [("scored", it.completion) for it in items]
 
     async def run():
-        engine = RewardEngine(score, lambda items: [1] * len(items),
-                              EngineSettings(token_budget=budget, max_wait_ms=0, **settings))
+        engine = RewardEngine(score, lambda items: [tokens(it.completion) for it in items],
+                              EngineSettings(token_budget=budget, max_wait_ms=max_wait_ms,
+                                             **settings))
         await engine.start()
 
         async def one(job):
             delay, items = job if isinstance(job[0], float) else (0.0, job)
-            await asyncio.sleep(delay)
+            if delay:
+                await asyncio.sleep(delay)
             return await engine.submit([Item("p", it) for it in items])
 
         out = await asyncio.gather(*(one(j) for j in jobs))
@@ -123,22 +126,17 @@ def test_budgets_are_checked_before_an_item_is_counted_twice():
 def test_an_item_over_the_budget_runs_alone_and_a_request_keeps_its_order():
     # one item larger than a whole batch: alone, between the other items of its request
     texts = ["a", "bbbbbbbbbbbb", "c", "d"]
-    seen: list[list[str]] = []
+    results, batches = engine_run([texts], budget=5, tokens=len)
+    assert results == [[("scored", t) for t in texts]]
+    assert batches == [["a"], ["bbbbbbbbbbbb"], ["c", "d"]]
 
-    def score(items):
-        seen.append([it.completion for it in items])
-        return [it.completion.upper() for it in items]
 
-    async def run():
-        engine = RewardEngine(score, lambda items: [len(it.completion) for it in items],
-                              EngineSettings(token_budget=5, max_wait_ms=0))
-        await engine.start()
-        out = await engine.submit([Item("p", t) for t in texts])
-        await engine.close()
-        return out
-
-    assert asyncio.run(run()) == [t.upper() for t in texts]
-    assert seen == [["a"], ["bbbbbbbbbbbb"], ["c", "d"]]
+def test_engine_batches_follow_arrival_order_and_the_token_budget():
+    jobs = [["aaaa"], ["bbb", "cc"], ["ddddd"], ["e"], ["ffffffffffff"]]
+    results, batches = engine_run(jobs, budget=10, tokens=len, max_wait_ms=50)
+    assert results == [[("scored", t) for t in job] for job in jobs]
+    # 4 + 5 tokens fit in 10; 5 + 1 too; a request over the budget runs alone.
+    assert batches == [["aaaa", "bbb", "cc"], ["ddddd", "e"], ["ffffffffffff"]]
 
 
 def big_body(n: int, chars: int) -> bytes:

@@ -383,29 +383,6 @@ def test_graceful_shutdown_finishes_the_batch_in_flight(scorer):
     assert_same_rewards(answer.json()["results"], as_json(offline(scorer, *mine)))
 
 
-def test_engine_batches_follow_arrival_order_and_the_token_budget():
-    seen: list[list[str]] = []
-
-    def score(items):
-        seen.append([it.completion for it in items])
-        return [it.completion.upper() for it in items]
-
-    async def run():
-        engine = RewardEngine(score, lambda items: [len(it.completion) for it in items],
-                              EngineSettings(token_budget=10, max_wait_ms=50))
-        await engine.start()
-        jobs = [engine.submit([Item("p", t) for t in texts])
-                for texts in (["aaaa"], ["bbb", "cc"], ["ddddd"], ["e"], ["ffffffffffff"])]
-        out = await asyncio.gather(*jobs)
-        await engine.close()
-        return out
-
-    out = asyncio.run(run())
-    assert out == [["AAAA"], ["BBB", "CC"], ["DDDDD"], ["E"], ["FFFFFFFFFFFF"]]
-    # 4 + 5 tokens fit in 10; 5 + 1 too; a request over the budget runs alone.
-    assert seen == [["aaaa", "bbb", "cc"], ["ddddd", "e"], ["ffffffffffff"]]
-
-
 def test_serve_refuses_a_network_address_without_an_api_key(tmp_path, capsys, monkeypatch):
     from prmkit.cli import main
 

@@ -6,6 +6,7 @@ around a large request. Bounded in sockets and seconds; the server is stopped af
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,44 +21,60 @@ from test_reward_server_limits import STEP_TEXT, Dribbler
 
 
 class Serve:
-    """`prmkit serve` in a subprocess on 127.0.0.1 (optionally under an open-file limit)."""
+    """`prmkit serve` in a subprocess on 127.0.0.1 (optionally under an open-file limit);
+    `start()` again after `kill()` serves the same port."""
 
     def __init__(self, folder, *extra: str, fd_limit: int | None = None):
-        self.url = f"http://127.0.0.1:{free_port()}"
-        args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
-                "serve", str(folder), "--port", self.url.rsplit(":", 1)[1], "--dtype", "fp32",
-                "--device", "cpu", "--log-level", "warning", *extra]
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
+                     "serve", str(folder), "--port", str(port), "--dtype", "fp32",
+                     "--device", "cpu", "--log-level", "warning", *extra]
+        self.fd_limit = fd_limit
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Serve:
         def limit():
             import resource
 
-            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.fd_limit, self.fd_limit))
 
-        self.proc = subprocess.Popen(args, env={**os.environ, "PRMKIT_API_KEY": KEY,
-                                                "OMP_NUM_THREADS": "1"},
+        self.proc = subprocess.Popen(self.args, env={**os.environ, "PRMKIT_API_KEY": KEY,
+                                                     "OMP_NUM_THREADS": "1"},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     preexec_fn=None if fd_limit is None else limit)
+                                     preexec_fn=None if self.fd_limit is None else limit)
         deadline = time.monotonic() + 90
-        while True:
-            assert self.proc.poll() is None, self.proc.stderr.read().decode()[-2000:]
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
             try:
                 if httpx.get(self.url + "/health", headers=AUTH, timeout=1).status_code == 200:
-                    return
+                    return self
             except httpx.HTTPError:
                 pass
-            assert time.monotonic() < deadline, "the server did not start in 90 s"
             time.sleep(0.1)
+        raise RuntimeError("server did not start in 90 s")
 
     def rss_mb(self) -> float:
         pages = int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, what is queued or in the batch is lost."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
     def stop(self) -> str:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        """SIGTERM (SIGKILL after 30 s); returns what the server wrote to stderr."""
+        if self.proc is None:
+            return ""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         return self.proc.stderr.read().decode()
 
 
@@ -69,7 +86,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
 def test_slow_clients_past_the_fd_limit_do_not_stop_health(model_dir):
     # 1,100 slow sockets under a 1,024 file-descriptor limit: connection resets for every
     # other client, /health too, for the whole attack (here 600 under 512)
-    server = Serve(model_dir, "--header-timeout", "4", fd_limit=512)
+    server = Serve(model_dir, "--header-timeout", "4", fd_limit=512).start()
     host, port = server.url.removeprefix("http://").split(":")
     try:
         socks = []
@@ -114,7 +131,7 @@ PEAK_MB, KEPT_MB = 96, 64
 def test_memory_returns_after_large_request(model_dir):
     # a 48 MB request raised the server's resident size by 4.4 GB and kept it (here, before
     # the fix: +540 MB at the peak and +480 MB kept for an 8 MB request)
-    server = Serve(model_dir)
+    server = Serve(model_dir).start()
     post = lambda c: httpx.post(server.url + "/v1/step_rewards", headers=AUTH,  # noqa: E731
                                 timeout=300, json={"prompts": PROBLEMS[:1] * len(c),
                                                    "completions": c})

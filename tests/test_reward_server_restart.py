@@ -4,11 +4,7 @@ that retry (connection errors, 503 with Retry-After) get every reward exactly on
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -17,55 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from test_reward_server import (
     AUTH,
-    KEY,
     as_json,
     assert_same_rewards,
     client_items,
-    free_port,
     model_dir,  # noqa: F401 (fixture)
     offline,
     scorer,  # noqa: F401 (fixture)
 )
+from test_reward_server_process import Serve
 
 CLIENTS, REQUESTS = 8, 6
-
-
-class ServeProcess:
-    def __init__(self, folder, port: int):
-        self.args = [sys.executable, "-c", "import sys; from prmkit.cli import main; sys.exit(main())",
-                     "serve", str(folder), "--port", str(port), "--dtype", "fp32",
-                     "--device", "cpu", "--max-wait-ms", "10", "--log-level", "warning"]
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> ServeProcess:
-        env = {**os.environ, "PRMKIT_API_KEY": KEY}
-        self.proc = subprocess.Popen(self.args, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/health", headers=AUTH, timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("server did not start in 90 s")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def post_with_retries(http: httpx.Client, body: dict, deadline: float, tries: Counter) -> dict:
@@ -90,7 +47,7 @@ def post_with_retries(http: httpx.Client, body: dict, deadline: float, tries: Co
 
 def test_server_killed_and_restarted_under_load_gives_every_reward_exactly_once(model_dir,
                                                                                  scorer):
-    server = ServeProcess(model_dir, free_port()).start()
+    server = Serve(model_dir, "--max-wait-ms", "10").start()
     answered: list[str] = []
     results: dict[str, list[dict]] = {}
     tries: Counter = Counter()
