@@ -94,8 +94,9 @@ class StageLines:
     """The lines of stage events, with an estimate of what remains of the run once every
     seed has reported: `shares` gives each stage's share of a seed's time (measured once, in
     a recipe's docs); a seed's part done is the shares of its ended stages plus its current
-    stage's share times its count done of total, and what remains of it is its time so far
-    times (1 - part) / part. The run's: the slowest seed's."""
+    stage's share times the part of it done (its count done of total at its last line, at
+    that line's rate until now), and what remains of it is its time so far times
+    (1 - part) / part. The run's: `run_left`."""
 
     def __init__(self, seeds: list[int] | None = None, shares: dict[str, float] | None = None,
                  workers: int = 1, started: float | None = None):
@@ -109,7 +110,7 @@ class StageLines:
 
     def line(self, e: dict) -> str:
         now = time.monotonic()
-        self.at[e["seed"]] = e
+        self.at[e["seed"]] = {**e, "received": now}
         self.seed_started.setdefault(e["seed"], now - e["elapsed"])
         if e["event"] == "end":
             self.ended.setdefault(e["seed"], set()).add(e["stage"])
@@ -142,9 +143,11 @@ class StageLines:
         for s in (s for s in self.seeds if s in self.at):
             e = self.at[s]
             part = sum(self.shares.get(st, 0.0) for st in self.ended.get(s, ()))
-            if e["event"] != "end" and e.get("total"):
-                part += self.shares.get(e["stage"], 0.0) * min(e.get("done") or 0,
-                                                               e["total"]) / e["total"]
+            if e["event"] == "progress" and e.get("total") and e["elapsed"] > 0:
+                # the stage's rate at its last line, carried on to now
+                going = e["elapsed"] + now - e["received"]
+                part += self.shares.get(e["stage"], 0.0) * min(
+                    (e.get("done") or 0) / e["total"] * going / e["elapsed"], 1.0)
             part = min(part / total, 1.0)
             if part <= 0:
                 return None

@@ -36,10 +36,10 @@ from prmkit.evaluation.report import write_report
 Config = DemoConfig
 # each stage's share of a seed's time in `make demo` (for the estimate of what remains of the
 # run: prmkit.demo.core.stages; BENCHMARKS.md, "The demo")
-STAGE_SHARES = {"world": 0.02, "PRM training": 0.42, "ORM training": 0.32,
-                "scoring test (PRM)": 0.06, "scoring test (ORM)": 0.05,
-                "scoring ood (PRM)": 0.04, "scoring ood (ORM)": 0.04,
-                "scoring hard (PRM)": 0.01, "scoring hard (ORM)": 0.01, "evaluation": 0.03}
+STAGE_SHARES = {"world": 0.02, "PRM training": 0.36, "ORM training": 0.35,
+                "scoring test (PRM)": 0.015, "scoring test (ORM)": 0.014,
+                "scoring ood (PRM)": 0.12, "scoring ood (ORM)": 0.10,
+                "scoring hard (PRM)": 0.003, "scoring hard (ORM)": 0.003, "evaluation": 0.012}
 
 
 def quick(seeds: tuple[int, ...] = (0, 1, 2)) -> Config:
