@@ -10,6 +10,7 @@ import sys
 import pytest
 from test_demo_base import counted_pretraining  # noqa: F401 (a fixture)
 
+from prmkit.demo.lm import base_prefix
 from prmkit.demo.lm.base import (
     REGIME,
     SHIPPED_BASE,
@@ -65,8 +66,14 @@ def _rebuild(tmp_path, name: str, *items: str):
     return out
 
 
-def _same_build(out, shipped) -> bool:
+def _same_build(out, shipped, stage: str) -> bool:
+    """Whether the rebuild has the shipped weights; its settings and tokenizer must be the
+    shipped ones, and in fp32 its first losses those of the short check's record
+    (prmkit.demo.lm.base_prefix: the suite's check is the full build's first steps)."""
     rebuilt, info = base_info(out), base_info(shipped)
+    if not rebuilt["bf16"]:
+        record = json.loads(base_prefix.RECORD.read_text())[stage]["losses"]
+        assert rebuilt["prefix_losses"] == pytest.approx(record, rel=base_prefix.LOSS_TOLERANCE)
     assert rebuilt["key"] == info["key"] and rebuilt["config"] == info["config"]
     assert (out / "tokenizer.json").read_text() == (shipped / "tokenizer.json").read_text()
     return _sha256(out / "model.safetensors") == _sha256(shipped / "model.safetensors")
@@ -74,12 +81,13 @@ def _same_build(out, shipped) -> bool:
 
 @pytest.mark.rebuild
 def test_build_command_reproduces_the_shipped_first_stage(tmp_path):
-    """`make check-base` (CI's second step): the rebuild's progress bar shows with -s. It
+    """`make check-base` (run when the base or its recipe changes): the rebuild's progress
+    bar shows with -s. It
     runs in the dtype this CPU computes natively (bf16 with AVX512_BF16 or AMX, else fp32):
     bit for bit the shipped weights only on a CPU and thread count like the ones that built
     them, elsewhere another draw of the recipe (SKILL_TOLERANCE)."""
     out = _rebuild(tmp_path, "first", "reading.steps=0")
-    same = _same_build(out, SHIPPED_FIRST_STAGE)
+    same = _same_build(out, SHIPPED_FIRST_STAGE, "first_stage")
     skills = {name: base_indicators(folder)["exact"]
               for name, folder in (("rebuilt", out), ("shipped", SHIPPED_FIRST_STAGE))}
     print(json.dumps({"same_weights": same, "rebuilt_bf16": base_info(out)["bf16"], **skills}))
@@ -92,7 +100,7 @@ def test_build_command_reproduces_the_shipped_base_from_its_first_stage(tmp_path
     """The second stage, read on from the shipped first stage: each kind's step AUROC of the
     base's own check on held-out samples as the shipped base's."""
     out = _rebuild(tmp_path, "base")
-    same = _same_build(out, SHIPPED_BASE)
+    same = _same_build(out, SHIPPED_BASE, "reading")
     aurocs = {name: base_indicators(folder)["step_auroc"]
               for name, folder in (("rebuilt", out), ("shipped", SHIPPED_BASE))}
     print(json.dumps({"same_weights": same, **aurocs}))
