@@ -8,7 +8,7 @@ from pathlib import Path
 import prmkit
 
 LAYERS = [
-    {"errors", "progress", "__init__"},
+    {"errors", "progress", "metrics", "__init__"},
     {"data"},
     {"grading"},
     {"models"},

@@ -17,7 +17,7 @@ from prmkit.training.batching import collate
 from prmkit.training.checkpointing import list_checkpoints
 from prmkit.training.packing import pack_examples, unpacked_rows
 from prmkit.training.reward_config import RewardTrainingConfig
-from prmkit.training.reward_trainer import RewardTrainer, train, weighted_auroc
+from prmkit.training.reward_trainer import RewardTrainer, train
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "training" / "good_bad.jsonl"
@@ -284,22 +284,6 @@ def test_unknown_policy_option_is_reported(tmp_path):
         "output_dir": str(tmp_path), "progress": False})
     with pytest.raises(PrmkitError, match="data.policy.neutrals"):
         train(cfg)
-
-
-def test_weighted_auroc_matches_pair_counting():
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    s = rng.integers(0, 5, 40).astype(float)
-    y = rng.integers(0, 2, 40).astype(float)
-    w = rng.integers(1, 4, 40).astype(float)
-    num = den = 0.0
-    for i in range(40):
-        for j in range(40):
-            if y[i] == 1 and y[j] == 0:
-                den += w[i] * w[j]
-                num += w[i] * w[j] * ((s[i] > s[j]) + 0.5 * (s[i] == s[j]))
-    assert abs(weighted_auroc(s, y, w) - num / den) < 1e-12
 
 
 def test_eval_files_keep_problems_of_the_training_holdout(tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 
 from prmkit.errors import PrmkitError
 from prmkit.evaluation.subsets import warn_undefined
+from prmkit.metrics import auroc as _auroc
 from prmkit.scoring.aggregate import fill_null_steps
 
 
@@ -28,29 +29,14 @@ def _arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     return s, y.astype(bool)
 
 
-def rankdata(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, tied values sharing their average rank."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    starts = np.flatnonzero(np.r_[True, sorted_vals[1:] != sorted_vals[:-1]])
-    ends = np.r_[starts[1:], len(values)]
-    avg = (starts + ends + 1) / 2.0  # mean of ranks starts+1 .. ends
-    ranks = np.empty(len(values))
-    ranks[order] = np.repeat(avg, ends - starts)
-    return ranks
-
-
 def auroc(scores: Sequence[float], labels: Sequence[int]) -> float:
-    """Area under the ROC curve via the Mann-Whitney U statistic (ties count one half).
+    """Area under the ROC curve (`prmkit.metrics.auroc`: the Mann-Whitney U statistic, ties
+    counting one half).
 
     NaN when only one class is present.
     """
     s, y = _arrays(scores, labels)
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    u = rankdata(s)[y].sum() - n_pos * (n_pos + 1) / 2.0
-    return float(u / (n_pos * n_neg))
+    return _auroc(s, y)
 
 
 def accuracy_at(scores: Sequence[float], labels: Sequence[int], threshold: float = 0.5) -> float:

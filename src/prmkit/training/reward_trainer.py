@@ -29,6 +29,7 @@ import torch
 
 from prmkit.data.io import atomic_write, dumps_line
 from prmkit.errors import PrmkitError
+from prmkit.metrics import auroc
 from prmkit.training import checkpointing as ckpt
 from prmkit.training import distributed as dist
 from prmkit.training import held_out
@@ -107,28 +108,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> float:
-    """Area under the ROC curve with sample weights (ties count one half); NaN if one class."""
-    wp, wn = weights * positive, weights * (1 - positive)
-    if wp.sum() == 0 or wn.sum() == 0:
-        return float("nan")
-    order = np.argsort(scores, kind="stable")
-    s, wp, wn = scores[order], wp[order], wn[order]
-    uniq, start = np.unique(s, return_index=True)
-    pos_g = np.add.reduceat(wp, start)
-    neg_g = np.add.reduceat(wn, start)
-    neg_below = np.cumsum(neg_g) - neg_g
-    auc = (pos_g * (neg_below + 0.5 * neg_g)).sum()
-    return float(auc / (wp.sum() * wn.sum()))
-
-
 def step_summary(p: np.ndarray, t: np.ndarray, w: np.ndarray, losses: np.ndarray) -> dict:
     """Weighted eval loss, accuracy (P >= 0.5 against target >= 0.5) and AUROC."""
     pos = (t >= 0.5).astype(np.float64)
     return {
         "eval_loss": round(float((losses * w).sum() / w.sum()), 6),
         "eval_accuracy": round(float((((p >= 0.5) == (pos == 1)) * w).sum() / w.sum()), 6),
-        "eval_auroc": round(weighted_auroc(p.astype(np.float64), pos, w.astype(np.float64)), 6),
+        "eval_auroc": round(auroc(p.astype(np.float64), pos, w.astype(np.float64)), 6),
         "eval_labels": int(len(p)),
     }
 
