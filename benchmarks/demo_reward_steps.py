@@ -4,9 +4,10 @@ each evaluated on the 5% of its training problems held out by the trainer (never
 set): held-out loss and AUROC (the PRM's over steps up to the first error, the ORM's over
 solutions), and the training time.
 
-    .venv/bin/python benchmarks/demo_reward_steps.py --kind prm [--seed 0] [--steps 100,150,200,250]
+    .venv/bin/python benchmarks/demo_reward_steps.py --kind prm [--seed 0] [--steps 100,150,200,250] [--lr 0.001]
 
-Writes benchmarks/results/demo_reward_steps_<kind>.json.
+Writes benchmarks/results/demo_reward_steps_<kind>.json (another --lr than the demo's:
+demo_reward_steps_<kind>_lr<lr>.json).
 """
 
 from __future__ import annotations
@@ -36,8 +37,12 @@ def main() -> int:
     ap.add_argument("--kind", choices=("prm", "orm"), required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", default="100,150,200,250")
+    ap.add_argument("--lr", type=float, default=None, help="default: the demo's")
     args = ap.parse_args()
     cfg = DemoConfig(progress=False)
+    demo_lr = cfg.lr
+    if args.lr is not None:
+        cfg = replace(cfg, lr=args.lr)
     base = resolve_base(cfg.base, progress=False)
     rows, load = [], load_average()
     with torch_settings(cfg.threads), tempfile.TemporaryDirectory() as work:
@@ -55,11 +60,12 @@ def main() -> int:
             rows.append({"steps": steps, "seconds": round(seconds, 1), "held_out": held_out})
             print(json.dumps(rows[-1]), flush=True)
     result = {"kind": args.kind, "seed": args.seed, "examples": len(examples),
-              "batch_tokens": cfg.batch_tokens, "threads": cfg.threads,
+              "batch_tokens": cfg.batch_tokens, "lr": cfg.lr, "threads": cfg.threads,
               "bf16": use_bf16("auto", "cpu"), "torch": torch.__version__,
               "cpu": cpu_model(), "load_at_start": load, "runs": rows}
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"demo_reward_steps_{args.kind}.json"
+    suffix = "" if cfg.lr == demo_lr else f"_lr{cfg.lr:g}"
+    path = RESULTS / f"demo_reward_steps_{args.kind}{suffix}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
     return 0
