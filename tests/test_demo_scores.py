@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 
 from prmkit.demo import world
-from prmkit.demo.core.scores import score_pools
+from prmkit.demo.core import scores as demo_scores
+from prmkit.demo.core.scores import cached_scores, score_pools
 from prmkit.models.backbones import tiny_random
 from prmkit.models.config import RewardModelConfig
 from prmkit.models.formatting import StepFormat
@@ -45,3 +49,58 @@ def test_scores_of_distinct_solutions_fan_out_to_repeats_as_scoring_every_sample
     for got, want in zip(fanned, full):
         assert got == pytest.approx(want, abs=1e-6)
     assert [len(s) for s in deduped] == [16] * 3
+
+
+class HalfThenInterrupt:
+    """A file whose first write puts half its text on disk, then stops as Ctrl-C would."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def write(self, text):
+        self.file.write(text[: len(text) // 2])
+        self.file.flush()
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+
+def test_interrupted_score_cache_write_leaves_no_truncated_file(tiny_prm, monkeypatch):
+    problems = world.make_problems(2, seed=0)
+    pools = world.sample_pools(problems, 4, seed=0)
+    folder = tiny_prm.parent / "score_cache"
+    path = folder / "test_scores.json"
+    real_open, real_score_pools, runs = io.open, score_pools, []
+
+    def open_interrupted(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return HalfThenInterrupt(f) if set(mode) & set("wax+") else f
+
+    def scored_then_stopped(*args, **kwargs):
+        runs.append(1)
+        scores = real_score_pools(*args, **kwargs)
+        if len(runs) == 1:  # stop the first run's cache write midway
+            monkeypatch.setattr(io, "open", open_interrupted)
+        return scores
+
+    monkeypatch.setattr(demo_scores, "score_pools", scored_then_stopped)
+    with pytest.raises(KeyboardInterrupt):
+        cached_scores(path, tiny_prm, pools, problems)
+    monkeypatch.setattr(io, "open", real_open)
+    assert len(runs) == 1
+    assert not path.exists()
+    assert list(folder.iterdir()) == []  # no temporary file left either
+
+    scores = cached_scores(path, tiny_prm, pools, problems)  # the rerun scores again
+    assert len(runs) == 2
+    assert json.loads(path.read_text()) == scores
+    assert [len(pool) for pool in scores] == [4, 4]
+    assert cached_scores(path, tiny_prm, pools, problems) == scores  # now read, not scored
+    assert len(runs) == 2

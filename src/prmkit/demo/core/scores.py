@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from prmkit.data.io import atomic_write
 from prmkit.demo import world
 from prmkit.demo.core.stages import stage
 from prmkit.evaluation.bon import ProblemPool
@@ -44,12 +45,13 @@ def distinct_solutions(problems: list, pools: list) -> tuple[list[tuple], list[l
 
 def cached_scores(path: Path, model_dir: Path, pools: list, problems: list,
                   progress: bool = False, stage_name: str = "scoring") -> list:
-    """`score_pools`, read from `path` when there (the caller keys `path`)."""
+    """`score_pools`, read from `path` when there (the caller keys `path`). Written whole or
+    not at all (a run stopped mid-write leaves no file, so the next one scores again)."""
     if path.exists():
         return json.loads(path.read_text())
     scores = score_pools(model_dir, pools, problems, progress, stage_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(scores))
+    with atomic_write(path, "w") as f:
+        f.write(json.dumps(scores))
     return scores
 
 
