@@ -59,6 +59,8 @@ def make_accelerator(cfg):
         InitProcessGroupKwargs,
     )
 
+    from prmkit.training.tracking import accelerator_options
+
     import_deepspeed_only_when_used()
 
     if cfg.device == "cuda" and not torch.cuda.is_available():
@@ -79,8 +81,9 @@ def make_accelerator(cfg):
                                   "set DS_ACCELERATOR=cpu")
         # DeepSpeed's CPU accelerator would ask for oneCCL; gloo is always there.
         handlers = [] if cuda else [InitProcessGroupKwargs(backend="gloo")]
-        return Accelerator(mixed_precision="no", kwargs_handlers=handlers)
-    acc = Accelerator(cpu=not cuda, mixed_precision="no")
+        return Accelerator(mixed_precision="no", kwargs_handlers=handlers,
+                           **accelerator_options(cfg))
+    acc = Accelerator(cpu=not cuda, mixed_precision="no", **accelerator_options(cfg))
     if fsdp and not cuda and acc.num_processes > 1:
         # accelerate applies FSDP only to accelerators; FSDP2 itself shards CPU tensors
         # over gloo, which is what the CPU tests run.

@@ -26,7 +26,7 @@ from prmkit.errors import PrmkitError
 
 # dotted keys whose values (a path or a list of paths) a recipe gives relative to itself
 RECIPE_PATH_KEYS = ("data.train", "data.eval", "data.gold_answers", "data.policy.holdout_path",
-                    "data.cache_dir", "output_dir")
+                    "data.cache_dir", "output_dir", "logging_dir")
 
 
 def _is_hub_name(value: str, folder: str) -> bool:

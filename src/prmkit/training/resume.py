@@ -18,7 +18,7 @@ from prmkit.errors import PrmkitError
 # Keys that change how a run is watched, not what it computes.
 OPERATIONAL_KEYS = {"resume", "force", "overwrite", "progress", "num_threads", "log_every", "eval_every",
                     "eval_max_examples", "final_eval", "save_every", "keep_checkpoints",
-                    "output_dir"}
+                    "output_dir", "report_to", "logging_dir", "run_name"}
 
 
 def _examples_digest(examples) -> str:

@@ -102,6 +102,12 @@ class RewardTrainingConfig:
     # without resume=true or overwrite=true)
     overwrite: bool = False
     progress: bool = True
+    # Experiment tracking (prmkit.training.tracking): the train and eval records of
+    # metrics.jsonl also go to these trackers, named as in transformers' report_to
+    # (tensorboard, wandb, trackio); none or [] (the default): metrics.jsonl only.
+    report_to: list[str] = field(default_factory=list)
+    logging_dir: str | None = None  # tracker files; None: <output_dir>/trackers
+    run_name: str | None = None  # the run's name in the trackers; None: output_dir's folder
 
     def __post_init__(self):
         self.validate()
@@ -112,6 +118,12 @@ class RewardTrainingConfig:
                 raise PrmkitError(f"invalid training config: {msg}")
 
         check_types(self)
+        from prmkit.training.tracking import tracker_names
+
+        try:
+            self.report_to = tracker_names(self.report_to)
+        except PrmkitError as e:
+            raise ConfigError("report_to", f"invalid training config: {e}") from None
 
         need(self.lr > 0, f"lr must be positive, got {self.lr}")
         need(self.epochs > 0, f"epochs must be positive, got {self.epochs}")

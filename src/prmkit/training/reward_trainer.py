@@ -32,7 +32,7 @@ from prmkit.errors import PrmkitError
 from prmkit.metrics import auroc
 from prmkit.training import checkpointing as ckpt
 from prmkit.training import distributed as dist
-from prmkit.training import held_out
+from prmkit.training import held_out, tracking
 from prmkit.training.batching import (
     RowPredictions,
     collate,
@@ -211,8 +211,11 @@ class RewardTrainer:
     # ---- training -----------------------------------------------------------------------
     def train(self) -> TrainResult:
         run = self._setup()
-        last = self._run_steps(run)
-        return self._finish(run, last)
+        try:
+            last = self._run_steps(run)
+            return self._finish(run, last)
+        finally:
+            tracking.finish(self.accelerator)
 
     # ---- training: setup ----------------------------------------------------------------
     def _setup(self) -> _Run:
@@ -224,6 +227,7 @@ class RewardTrainer:
         check_model_options(cfg)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
+        tracking.check_installed(cfg.report_to)
         acc = dist.make_accelerator(cfg)
         self.accelerator = acc
         self.engine = dist.check_engine(acc, cfg)
@@ -251,6 +255,7 @@ class RewardTrainer:
                 f.write(json.dumps(cfg.to_dict(), indent=2) + "\n")
         self._prepare(run, model)
         self._restore(run)
+        tracking.start(acc, cfg, run.start_step)
         return run
 
     def _model_and_rows(self) -> tuple[Any, list[PackedRow], list[PackedRow]]:
@@ -549,6 +554,7 @@ class RewardTrainer:
         if self.accelerator.is_main_process:
             with open(path, "ab") as f:
                 f.write(dumps_line(record))
+            tracking.log(self.accelerator, self.config, record)
 
     def _save_checkpoint(self, out: Path, step: int, raw, optimizer, scheduler) -> None:
         from accelerate.utils import gather_object

@@ -9,8 +9,10 @@ from pathlib import Path
 
 METRICS_FILE = "metrics.jsonl"
 MODEL_DIR = "model"
+TRACKERS_DIR = "trackers"  # tracker files (report_to) unless logging_dir is set
 # config.json, the logs, checkpoints/ and model/; a forced resume's config.resumed-N.json
-RUN_ENTRIES = ("config.json", METRICS_FILE, "data_stats.json", "checkpoints", MODEL_DIR)
+RUN_ENTRIES = ("config.json", METRICS_FILE, "data_stats.json", "checkpoints", MODEL_DIR,
+               TRACKERS_DIR)
 
 
 def holds_run(folder: str | os.PathLike) -> bool:
