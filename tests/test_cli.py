@@ -91,3 +91,20 @@ def test_train_recipe_settings_given_as_options_show_the_override_form(tmp_path,
         err = capsys.readouterr().err
         assert "usage: prmkit train" in err and "usage: prmkit [-h]" not in err
         assert f"key=value overrides: {form}" in err, err
+
+
+def test_top_level_help_names_every_eval_subcommand(monkeypatch):
+    """`prmkit --help` listed eval as "best-of-N, ProcessBench, PRMBench" while eval also
+    held `steps` and `search`."""
+    import re
+
+    from prmkit.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "400")  # one line per command, unwrapped
+    parser = build_parser()
+    line = next(x for x in parser.format_help().splitlines() if x.split()[:1] == ["eval"])
+    eval_parser = dict(_parsers(parser))[("prmkit", "eval")]
+    subcommands = [p[-1] for p, _ in _parsers(eval_parser, ("eval",)) if len(p) == 2]
+    assert {"bon", "processbench", "prmbench", "steps", "search"} <= set(subcommands)
+    missing = [s for s in subcommands if not re.search(rf"\b{s}\b", line, re.IGNORECASE)]
+    assert not missing, f"{line!r} does not name {missing}"

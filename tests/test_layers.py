@@ -5,22 +5,46 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import prmkit
 
+# The intended order, bottom up: a package imports only from layers strictly below its own,
+# so packages sharing a layer stay apart. Where the code is finer than the one-line order
+# (data -> grading -> models -> training/scoring -> selection/evaluation ->
+# generation/search/rewards -> active -> labeling, demo; cli on top), the layers follow the
+# code: metrics imports errors, evaluation imports selection, search imports generation.
 LAYERS = [
-    {"errors", "progress", "metrics", "__init__"},
-    {"data"},
+    {"__init__", "errors", "progress"},
+    {"data", "metrics"},
     {"grading"},
     {"models"},
     {"training", "scoring"},
-    {"selection", "evaluation"},
-    {"generation", "search", "rewards"},
+    {"selection"},
+    {"evaluation"},
+    {"generation", "rewards"},
+    {"search"},
     {"active"},
     {"labeling", "demo"},
     {"cli"},
 ]
-# Same-layer packages that must not import each other.
-SIBLINGS_APART = {("scoring", "training"), ("training", "scoring")}
+# How far down each package reaches: the highest layer (named by a package in it) it may
+# import from, the lowest its imports allow. Its place in LAYERS says who may import it;
+# its reach says what it may import. Where the reach sits far below the place, the code
+# uses less than the intended order allows (labeling uses only data, selection only grading).
+REACHES = {
+    "data": "errors", "metrics": "errors", "grading": "errors",
+    "models": "data",
+    "training": "models", "scoring": "models",
+    "selection": "grading",
+    "evaluation": "selection",
+    "generation": "scoring", "rewards": "scoring",
+    "search": "generation",
+    "active": "generation",
+    "labeling": "data",
+    "demo": "active",
+    "cli": "demo",
+}
 
 
 def _level(package: str) -> int:
@@ -28,6 +52,10 @@ def _level(package: str) -> int:
         if package in layer:
             return i
     raise AssertionError(f"prmkit.{package} is in no layer of this test; add it")
+
+
+def _reach(package: str) -> int:
+    return _level(REACHES[package]) if package in REACHES else _level(package) - 1
 
 
 def _imports(path: Path) -> set[str]:
@@ -46,19 +74,79 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def test_scoring_does_not_import_training_and_no_layer_imports_a_higher_one():
+def _package_graph() -> dict[str, dict[str, str]]:
+    """{package: {imported package: the first file of package that imports it}}."""
     root = Path(prmkit.__file__).parent
-    wrong = []
     files = sorted(root.rglob("*.py"))
     assert len(files) > 50
+    graph: dict[str, dict[str, str]] = {}
     for f in files:
         rel = f.relative_to(root)
         package = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        for imported in _imports(f) - {package}:
-            if (_level(imported) > _level(package)
-                    or (package, imported) in SIBLINGS_APART):
-                wrong.append(f"{rel} imports prmkit.{imported}")
+        edges = graph.setdefault(package, {})
+        for imported in sorted(_imports(f) - {package}):
+            edges.setdefault(imported, str(rel))
+    return graph
+
+
+def _wrong_imports(graph: dict[str, dict[str, str]]) -> list[str]:
+    """Imports of a layer not strictly below the importer's, or above its reach."""
+    wrong = []
+    for package, edges in sorted(graph.items()):
+        for imported, where in sorted(edges.items()):
+            if _level(imported) >= _level(package):
+                wrong.append(f"{where} imports prmkit.{imported}, which is not below it")
+            elif _level(imported) > _reach(package):
+                wrong.append(f"{where} imports prmkit.{imported}, above its reach "
+                             f"(prmkit.{REACHES.get(package)})")
+    return wrong
+
+
+def _loose_reaches(graph: dict[str, dict[str, str]]) -> list[str]:
+    """Packages whose declared reach lies above everything they import."""
+    loose = []
+    for package, edges in sorted(graph.items()):
+        top = max((_level(i) for i in edges), default=-1)
+        if _reach(package) > top:
+            names = "/".join(sorted(LAYERS[top])) if top >= 0 else "no layer"
+            loose.append(f"prmkit.{package} reaches layer {_reach(package)} but imports "
+                         f"nothing above layer {top} ({names}); lower it")
+    return loose
+
+
+def test_scoring_does_not_import_training_and_no_layer_imports_a_higher_one():
+    wrong = _wrong_imports(_package_graph())
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_package_sits_at_the_lowest_level_its_imports_allow():
+    graph = _package_graph()
+    assert set(graph) == set().union(*LAYERS), "LAYERS names packages that do not exist"
+    loose = _loose_reaches(graph)
+    assert not loose, "\n".join(loose)
+
+
+@pytest.mark.parametrize("package, imported, found", [
+    ("data", "models", "which is not below it"),
+    ("scoring", "training", "which is not below it"),
+    ("errors", "metrics", "which is not below it"),
+    ("labeling", "grading", "above its reach"),
+    ("selection", "models", "above its reach"),
+    ("active", "search", "above its reach"),
+])
+def test_an_upward_import_added_to_the_real_graph_is_caught(package, imported, found):
+    graph = _package_graph()
+    assert not _wrong_imports(graph)
+    graph[package][imported] = f"{package}/added.py"
+    assert _wrong_imports(graph) == [f"{package}/added.py imports prmkit.{imported}, {found}"
+                                     + (f" (prmkit.{REACHES[package]})" if "reach" in found else "")]
+
+
+def test_a_reach_above_what_the_package_imports_is_reported_loose():
+    graph = _package_graph()
+    del graph["labeling"]["data"]
+    assert _loose_reaches(graph) == [
+        "prmkit.labeling reaches layer 1 but imports nothing above layer 0 (__init__/errors/progress); lower it"]
 
 
 def _modules() -> dict[str, Path]:

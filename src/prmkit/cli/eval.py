@@ -299,7 +299,8 @@ def register(subparsers) -> None:
     from prmkit.cli.prm_options import add_prm_arguments
     from prmkit.cli.score import add_device_arguments
 
-    p = subparsers.add_parser("eval", help="evaluate scores: best-of-N, ProcessBench, PRMBench")
+    p = subparsers.add_parser("eval", help="evaluate scores: best-of-N (bon), ProcessBench, "
+                                "PRMBench, step metrics (steps), search results")
     sub = p.add_subparsers(dest="eval_command", metavar="BENCHMARK", required=True)
 
     def common(q, threshold: float | None = 0.5):
