@@ -39,7 +39,7 @@ class RLConfig:
     # 16 prompts x 8 at lr 1e-4, chosen on seed 0's training reward (docs/demo-world.md,
     # "RL with process rewards"): larger rates collapsed the policy, smaller batches learned
     # less; 38 steps (was 50): the most whose predicted wall time keeps the 3 seeds' five
-    # rewards within 28 minutes on 2 cores (BENCHMARKS.md, "RL in the demo world")
+    # rewards within the 30-minute budget on 2 cores (BENCHMARKS.md, "RL in the demo world")
     steps: int = 38  # GRPO optimizer steps per run
     prompts_per_step: int = 16
     generations: int = 8  # completions per prompt (GRPO's group)

@@ -73,7 +73,7 @@ def seed_setup(seed: int, cfg: RLConfig, work: Path) -> SeedSetup:
     else:
         prm_dir, orm_dir = models.prm_dir, models.orm_dir
     # a GRPO group's completions share its prompt: scored on the prompt's cached keys and
-    # values (1.33x on a GRPO step's scoring, every figure of the experiment unchanged:
+    # values (a faster GRPO step's scoring, every figure of the experiment unchanged:
     # BENCHMARKS.md, "RL in the demo world")
     load = lambda p: Counting(Scorer.from_pretrained(  # noqa: E731
         p, dtype=None, token_budget=16384, share_prefixes=True))

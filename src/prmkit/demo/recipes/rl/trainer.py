@@ -104,7 +104,8 @@ def grpo_trainer(name: str, cfg: RLConfig, seed: int, policy_dir: Path, rows: li
         report_to="none", seed=seed, disable_tqdm=not cfg.demo.progress,
         lr_scheduler_type="constant_with_warmup", warmup_steps=cfg.warmup_steps,
         # GRPOConfig turns it on; on a 1M-parameter policy it saves no memory worth having
-        # and recomputes the forward (0.47 s of a 4.6 s step: benchmarks/profile_rl_step.py)
+        # and recomputes the forward (its share of a step: BENCHMARKS.md, "RL in the demo
+        # world", from benchmarks/profile_rl_step.py)
         gradient_checkpointing=False)
     quiet_trainer_logs(cfg.demo.progress)
     trainer = Recorded(model=model, processing_class=tokenizer, args=args, reward_funcs=funcs,
