@@ -35,7 +35,8 @@ KEEP = ("seed", "prm", "orm", "majority", "pass", "step_auroc", "first_error", "
 class CapacityConfig:
     # demo.base: the MathMix base whose pretraining budget varies (mathmix [FIELD=VALUE ...])
     demo: DemoConfig = field(default_factory=DemoConfig)
-    # 2x is left out by default: its base alone would take a large share of the time budget
+    # twice the default budget is left out by default: its base alone would take a large
+    # share of the time budget
     # (BENCHMARKS.md, "Capacity: when process supervision pays")
     fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
     default_steps: int = BaseConfig().steps
