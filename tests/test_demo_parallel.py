@@ -33,6 +33,8 @@ def test_quick_demo_in_two_processes_gives_the_figures_of_one_process(tmp_path, 
         assert main(["demo", "--quick", "--seeds", "0,1", *quiet, "--out", str(out),
                      "--set", f"workers={workers}"]) == 0
         metrics[workers] = json.loads((out / "metrics.json").read_text())
+        if workers == 1:  # --no-progress: no stage lines
+            assert "PRM training" not in capsys.readouterr().out
     printed = capsys.readouterr().out
     assert "seeds 0, 1: 2 processes" in printed
     for seed in (0, 1):

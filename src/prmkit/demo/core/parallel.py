@@ -59,7 +59,7 @@ def map_seeds(fn: Callable, cfg: DemoConfig, work: Path,
     workers = seed_workers(cfg)
     done: dict = {}
     if workers == 1:
-        stages.expect(seeds, shares)
+        stages.expect(seeds, shares, show=cfg.progress)
         with torch_settings(cfg.threads):
             for s in seeds:
                 with stages.for_seed(s):

@@ -1,7 +1,7 @@
 """Where a demo's seeds are: one line per stage per seed when it starts and ends, and at most
 one every `prmkit.progress.LOG_INTERVAL_S` seconds while it runs, with its count done, the
-time it took so far and an estimate of what remains (the stage's own rate), and, once a
-stage has ended in some seed, of what remains of the whole run.
+time it took so far and an estimate of what remains of it (at its own rate) and of the
+whole run (from each stage's share of a seed's time).
 
 A seed running in this process prints its lines itself; a seed in a process of its own
 (`prmkit.demo.core.parallel`) sends them to the parent, which prints them (`StageLines`):
@@ -78,7 +78,7 @@ def stage(name: str, total: int | None = None, unit: str = "") -> Iterator[Stage
 def _emit(event: dict) -> None:
     if _send is not None:
         _send(event)
-    else:
+    elif _LOCAL.show:
         print(_LOCAL.line(event), flush=True)
 
 
@@ -91,16 +91,17 @@ def duration(seconds: float) -> str:
 
 
 class StageLines:
-    """The lines of stage events, with an estimate of what remains of the run once every
-    seed has reported: `shares` gives each stage's share of a seed's time (measured once, in
-    a recipe's docs); a seed's part done is the shares of its ended stages plus its current
+    """The lines of stage events, with an estimate of what remains of the run: `shares`
+    gives each stage's share of a seed's time (measured once, in a recipe's docs); a seed's
+    part done is the shares of its ended stages plus its current
     stage's share times the part of it done (its count done of total at its last line, at
     that line's rate until now), and what remains of it is its time so far times
     (1 - part) / part. The run's: `run_left`."""
 
     def __init__(self, seeds: list[int] | None = None, shares: dict[str, float] | None = None,
-                 workers: int = 1, started: float | None = None):
+                 workers: int = 1, started: float | None = None, show: bool = True):
         self.seeds = list(seeds or [])
+        self.show = show  # whether lines of seeds run in this process are printed
         self.workers = workers
         self.shares = dict(shares or {})
         self.started = time.monotonic() if started is None else started
@@ -170,8 +171,9 @@ def _stage_left(e: dict) -> float | None:
 _LOCAL = StageLines()  # the lines of seeds run in this process
 
 
-def expect(seeds: list[int], shares: dict[str, float] | None, workers: int = 1) -> StageLines:
-    """The lines of a run of `seeds` in this process (its estimate from `shares`)."""
+def expect(seeds: list[int], shares: dict[str, float] | None, show: bool = True) -> StageLines:
+    """The lines of a run of `seeds` one after another in this process (its estimate from
+    `shares`; none printed unless `show`)."""
     global _LOCAL
-    _LOCAL = StageLines(seeds, shares, workers)
+    _LOCAL = StageLines(seeds, shares, show=show)
     return _LOCAL
